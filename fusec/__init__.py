@@ -1,0 +1,1 @@
+"""fusec: PyTorch programs fused into Triton kernels through an xDSL pass pipeline."""

@@ -1,0 +1,319 @@
+"""Symbolic sizes and index expressions: sympy, with a canonical text form.
+
+Sizes are integers or sympy expressions over size symbols (``s0``, ``s1``, ... as
+Dynamo names them); kernel index expressions may also use the iteration
+variables ``x`` (the flat index over a kernel's non-reduced domain) and ``r`` (the
+reduced domain).  Text form: integers, names, ``+ - *``, parentheses and the
+calls ``floordiv(a, b)``, ``mod(a, b)``, ``max(a, b)``, ``min(a, b)``,
+``pow(a, n)``; ``print_expr(parse_expr(t))`` is the canonical form of ``t``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+import sympy
+
+Dim = sympy.Expr
+INDEX_VARS = ("x", "r")
+_SYMBOL_NAME = re.compile(r"^[a-z][a-z_]*[0-9]*$")
+
+
+class FloorDiv(sympy.Function):
+    """Integer floor division of non-negative integer expressions."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if base == divisor:
+            return sympy.Integer(1)
+        # (a*d + b) // d == a + b // d for integer a, non-negative b.
+        if isinstance(base, sympy.Add):
+            quotients = [sympy.cancel(t / divisor) for t in base.args]
+            whole = [q for q in quotients if _is_integer_poly(q)]
+            rest = [t for t, q in zip(base.args, quotients) if not _is_integer_poly(q)]
+            if whole and all(t.is_nonnegative for t in rest):
+                return sympy.Add(*whole) + FloorDiv(sympy.Add(*rest), divisor)
+        q = sympy.cancel(base / divisor)
+        if _is_integer_poly(q):
+            return q
+        # floordiv(floordiv(a, b), c) == floordiv(a, b*c)
+        if isinstance(base, FloorDiv):
+            return FloorDiv(base.args[0], base.args[1] * divisor)
+        return None
+
+
+def _is_integer_poly(e: sympy.Expr) -> bool:
+    if e.is_Integer:
+        return True
+    if e.is_Symbol:
+        return bool(e.is_integer)
+    if isinstance(e, (sympy.Add, sympy.Mul)):
+        return all(_is_integer_poly(a) for a in e.args)
+    if isinstance(e, sympy.Pow):
+        return _is_integer_poly(e.base) and e.exp.is_Integer and e.exp >= 0
+    return bool(e.is_integer) and not e.is_Rational
+
+
+def size_symbol(name: str) -> sympy.Symbol:
+    """A size symbol: a positive integer."""
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+def index_symbol(name: str) -> sympy.Symbol:
+    """An iteration variable: a non-negative integer."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def symbol(name: str) -> sympy.Symbol:
+    return index_symbol(name) if name in INDEX_VARS else size_symbol(name)
+
+
+def as_expr(value: int | str | sympy.Basic) -> sympy.Expr:
+    if isinstance(value, bool):
+        raise TypeError("a size cannot be a bool")
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    if isinstance(value, str):
+        return parse_expr(value)
+    return sympy.sympify(value)
+
+
+# ---------------------------------------------------------------- text form
+
+
+def print_expr(e: sympy.Basic) -> str:
+    """The canonical text of an integer expression (parses back with ``parse_expr``)."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return e.name
+    if isinstance(e, sympy.Add):
+        terms = e.as_ordered_terms()
+        # A positive term first reads better: "max(2, s0) - 3*s1", not "(-3)*s1 + ...".
+        terms = [t for t in terms if t.as_coeff_Mul()[0] > 0] + [t for t in terms if t.as_coeff_Mul()[0] < 0]
+        out = _print_term(terms[0])
+        for t in terms[1:]:
+            coeff, _ = t.as_coeff_Mul()
+            if coeff < 0:
+                out += " - " + _print_term(-t)
+            else:
+                out += " + " + _print_term(t)
+        return out
+    if isinstance(e, sympy.Mul):
+        coeff, rest = e.as_coeff_Mul()
+        return _print_term(e)
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return f"pow({print_expr(e.base)}, {int(e.exp)})"
+    if isinstance(e, FloorDiv):
+        return f"floordiv({print_expr(e.args[0])}, {print_expr(e.args[1])})"
+    if isinstance(e, sympy.Mod):
+        return f"mod({print_expr(e.args[0])}, {print_expr(e.args[1])})"
+    if isinstance(e, sympy.Max):
+        return "max(" + ", ".join(print_expr(a) for a in _sorted(e.args)) + ")"
+    if isinstance(e, sympy.Min):
+        return "min(" + ", ".join(print_expr(a) for a in _sorted(e.args)) + ")"
+    raise ValueError(f"cannot print {e!r} as a fusec integer expression")
+
+
+def _sorted(args: Iterable[sympy.Basic]) -> list[sympy.Basic]:
+    return sorted(args, key=sympy.default_sort_key)
+
+
+def _print_term(t: sympy.Expr) -> str:
+    if isinstance(t, sympy.Mul):
+        coeff, rest = t.as_coeff_Mul()
+        factors = [f for f in sympy.Mul.make_args(rest)]
+        parts = [_print_factor(f) for f in factors]
+        if not coeff.is_Integer:
+            raise ValueError(f"non-integer coefficient in {t}")
+        if coeff == -1:
+            return "-" + "*".join(parts)
+        if coeff != 1:
+            parts.insert(0, str(int(coeff)))
+        return "*".join(parts)
+    return _print_factor(t)
+
+
+def _print_factor(f: sympy.Expr) -> str:
+    s = print_expr(f)
+    return f"({s})" if isinstance(f, sympy.Add) or (f.is_Integer and f < 0) else s
+
+
+class ExprSyntaxError(ValueError):
+    """Raised with the offending position (an index into the text)."""
+
+    def __init__(self, message: str, position: int):
+        super().__init__(message)
+        self.position = position
+
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(.))")
+_CALLS = {
+    "floordiv": (2, lambda a, b: FloorDiv(a, b)),
+    "mod": (2, lambda a, b: sympy.Mod(a, b)),
+    "max": (None, lambda *a: sympy.Max(*a)),
+    "min": (None, lambda *a: sympy.Min(*a)),
+    "pow": (2, lambda a, b: a**b),
+}
+
+
+class ExprReader:
+    """A recursive-descent reader of the text form over a token source.
+
+    The token source is two callables so that the same grammar serves plain
+    strings (``parse_expr``) and xDSL's lexer (the dialect's attribute parser).
+    """
+
+    def __init__(self, peek, take, error):
+        self.peek, self.take, self.error = peek, take, error
+
+    def expr(self) -> sympy.Expr:
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            rhs = self.term()
+            value = value + rhs if op == "+" else value - rhs
+        return value
+
+    def term(self) -> sympy.Expr:
+        value = self.unary()
+        while self.peek() == "*":
+            self.take()
+            value = value * self.unary()
+        return value
+
+    def unary(self) -> sympy.Expr:
+        if self.peek() == "-":
+            self.take()
+            return -self.unary()
+        return self.atom()
+
+    def atom(self) -> sympy.Expr:
+        tok = self.peek()
+        if tok == "(":
+            self.take()
+            value = self.expr()
+            self.expect(")")
+            return value
+        if tok is not None and tok.isdigit():
+            return sympy.Integer(int(self.take()))
+        if tok is not None and (tok[0].isalpha() or tok[0] == "_"):
+            name = self.take()
+            if self.peek() == "(" and name in _CALLS:
+                self.take()
+                args = [self.expr()]
+                while self.peek() == ",":
+                    self.take()
+                    args.append(self.expr())
+                self.expect(")")
+                arity, build = _CALLS[name]
+                if arity is not None and len(args) != arity:
+                    self.error(f"'{name}' takes {arity} arguments, got {len(args)}")
+                return build(*args)
+            if name in _CALLS:
+                self.error(f"'{name}' must be called: {name}(...)")
+            if not _SYMBOL_NAME.match(name):
+                self.error(f"'{name}' is not a size symbol or index variable")
+            return symbol(name)
+        self.error(f"expected an integer expression, got {tok!r}" if tok else "expected an integer expression")
+        raise AssertionError  # error() raises
+
+    def expect(self, tok: str) -> None:
+        if self.peek() != tok:
+            self.error(f"expected '{tok}'")
+        self.take()
+
+
+def parse_expr(text: str) -> sympy.Expr:
+    """Parse the text form; raises ExprSyntaxError naming the position."""
+    tokens = [(m.group(0).strip(), m.start(0) + len(m.group(0)) - len(m.group(0).lstrip())) for m in _TOKEN.finditer(text)]
+    tokens = [t for t in tokens if t[0]]
+    pos = 0
+
+    def peek():
+        return tokens[pos][0] if pos < len(tokens) else None
+
+    def take():
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1][0]
+
+    def error(msg):
+        raise ExprSyntaxError(msg, tokens[pos][1] if pos < len(tokens) else len(text))
+
+    reader = ExprReader(peek, take, error)
+    value = reader.expr()
+    if pos != len(tokens):
+        error(f"unexpected {peek()!r} after expression")
+    return value
+
+
+# ---------------------------------------------------------------- shape helpers
+
+
+def free_size_symbols(exprs: Iterable[sympy.Basic]) -> set[str]:
+    return {s.name for e in exprs for s in sympy.sympify(e).free_symbols if s.name not in INDEX_VARS}
+
+
+def numel(shape: Sequence[Dim]) -> sympy.Expr:
+    return sympy.Mul(*shape) if shape else sympy.Integer(1)
+
+
+def contiguous_strides(shape: Sequence[Dim]) -> list[sympy.Expr]:
+    strides: list[sympy.Expr] = []
+    acc: sympy.Expr = sympy.Integer(1)
+    for d in reversed(shape):
+        strides.append(acc)
+        acc = acc * d
+    return list(reversed(strides))
+
+
+def provably_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
+    """True only when sympy proves a == b for every value of the symbols."""
+    return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def broadcast_shapes(*shapes: Sequence[Dim]) -> list[sympy.Expr] | None:
+    """Numpy broadcasting on symbolic dims; None when it cannot be proved legal."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[sympy.Expr] = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        non_one = [d for d in dims if d != 1]
+        if not non_one:
+            out.append(sympy.Integer(1))
+            continue
+        first = non_one[0]
+        if any(not provably_equal(d, first) for d in non_one[1:]):
+            return None
+        out.append(first)
+    return out
+
+
+def evaluate(e: sympy.Basic, env: dict[str, int]) -> int:
+    """The integer value of an expression under a binding of its symbols."""
+    value = sympy.sympify(e).subs({symbol(k): v for k, v in env.items()})
+    if not value.is_Integer:
+        unbound = free_size_symbols([value])
+        raise KeyError(f"unbound size symbols {sorted(unbound)} in {print_expr(e)}")
+    return int(value)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 2 ** math.ceil(math.log2(n))
