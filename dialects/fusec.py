@@ -48,6 +48,7 @@ from xdsl.ir import (
     TypeAttribute,
 )
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
@@ -1050,54 +1051,72 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"{where}: output buffer {arg} is never stored")
 
 
-def _print_index(printer: Printer, buffer: SSAValue, index: ExprAttr, mask: SSAValue | None) -> None:
+def _print_index(printer: Printer, buffer: SSAValue, index: ExprAttr, offset: SSAValue | None, mask: SSAValue | None) -> None:
     printer.print_operand(buffer)
-    printer.print_string("[" + print_expr(index.data) + "]")
+    printer.print_string("[")
+    if offset is not None:
+        printer.print_operand(offset)
+        printer.print_string(" + ")
+    printer.print_string(print_expr(index.data) + "]")
     if mask is not None:
         printer.print_string(" mask ")
         printer.print_operand(mask)
+
+
+def _parse_index(parser: Parser) -> tuple[sympy.Expr, SSAValue | None, SSAValue | None]:
+    """``[expr]`` or ``[%offset + expr]``, then an optional ``mask %m``."""
+    parser.parse_punctuation("[")
+    offset = parser.parse_optional_operand()
+    if offset is not None:
+        parser.parse_punctuation("+")
+    index = _parse_expr_tokens(parser)
+    parser.parse_punctuation("]")
+    mask = parser.parse_operand() if parser.parse_optional_keyword("mask") else None
+    return index, offset, mask
 
 
 @irdl_op_definition
 class LoadOp(IRDLOperation):
     """An element of a buffer at a flat storage index: ``fusec.load %a[512*x + r] : f32``.
 
-    With ``mask %m`` the load happens only where ``%m`` is true and gives 0 elsewhere.
+    ``[%o + expr]`` adds an i64 element value to the index (gathers); with
+    ``mask %m`` the load happens only where ``%m`` is true and gives 0 elsewhere.
     """
 
     name = "fusec.load"
     buffer = operand_def(TensorType)
+    offset = opt_operand_def()
     mask = opt_operand_def()
     index = prop_def(ExprAttr)
     result = result_def()
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, buffer: SSAValue, index: int | sympy.Basic, mask: SSAValue | None = None):
+    def __init__(self, buffer: SSAValue, index: int | sympy.Basic, mask: SSAValue | None = None, offset: SSAValue | None = None):
         assert isinstance(buffer.type, TensorType)
-        super().__init__(operands=[buffer, [mask] if mask else []], result_types=[buffer.type.element_type],
-                         properties={"index": ExprAttr.of(index)})
+        super().__init__(operands=[buffer, [offset] if offset else [], [mask] if mask else []],
+                         result_types=[buffer.type.element_type], properties={"index": ExprAttr.of(index)})
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        _print_index(printer, self.buffer, self.index, self.mask)
+        _print_index(printer, self.buffer, self.index, self.offset, self.mask)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
         buf = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        index = _parse_expr_tokens(parser)
-        parser.parse_punctuation("]")
-        mask = parser.parse_operand() if parser.parse_optional_keyword("mask") else None
+        index, offset, mask = _parse_index(parser)
         parser.parse_punctuation(":")
-        return LoadOp(parser.resolve_operand(buf, parser.parse_type()), index, mask)
+        return LoadOp(parser.resolve_operand(buf, parser.parse_type()), index, mask, offset)
 
     def verify_(self) -> None:
         if self.result.type != self.buffer.type.element_type:
             raise VerifyException("fusec.load: result type must be the buffer's element type")
         if self.mask is not None and self.mask.type != BOOL:
             raise VerifyException("fusec.load: mask must be i1")
+        if self.offset is not None and self.offset.type != I64:
+            raise VerifyException("fusec.load: offset must be i64")
 
 
 @irdl_op_definition
@@ -1117,7 +1136,7 @@ class StoreOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_operand(self.value)
         printer.print_string(", ")
-        _print_index(printer, self.buffer, self.index, self.mask)
+        _print_index(printer, self.buffer, self.index, None, self.mask)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
 
@@ -1126,10 +1145,9 @@ class StoreOp(IRDLOperation):
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
         buf = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        index = _parse_expr_tokens(parser)
-        parser.parse_punctuation("]")
-        mask = parser.parse_operand() if parser.parse_optional_keyword("mask") else None
+        index, offset, mask = _parse_index(parser)
+        if offset is not None:
+            parser.raise_error("fusec.store takes no offset operand")
         parser.parse_punctuation(":")
         buf_t = parser.parse_type()
         if not isinstance(buf_t, TensorType):
