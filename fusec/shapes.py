@@ -317,3 +317,69 @@ def ceil_div(a: int, b: int) -> int:
 
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 2 ** math.ceil(math.log2(n))
+
+
+# ---------------------------------------------------------------- index simplification
+
+
+def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
+    """The per-dim indices of a row-major flat index ``var`` over ``shape``.
+
+    The first dim needs no ``mod``: the flat index stays below the element count.
+    """
+    strides = contiguous_strides(shape)
+    out: list[sympy.Expr] = []
+    for k, (size, stride) in enumerate(zip(shape, strides)):
+        if size == 1:
+            out.append(sympy.Integer(0))
+            continue
+        e = FloorDiv(var, stride)
+        out.append(e if k == 0 or all(d == 1 for d in shape[:k]) else sympy.Mod(e, size))
+    return out
+
+
+def simplify_index(e: sympy.Expr) -> sympy.Expr:
+    """Undo the div/mod splits that view folding makes, so a contiguous access reads ``x``.
+
+    Rules, applied until nothing changes (c a coefficient, e any expression):
+      c*a*floordiv(e, a) + c*mod(e, a)            -> c*e
+      c*a*mod(floordiv(e, a), b) + c*mod(e, a)    -> c*mod(e, a*b)
+    """
+    e = sympy.expand(e)
+    changed = True
+    while changed:
+        changed = False
+        terms = list(sympy.Add.make_args(e))
+        for i, t in enumerate(terms):
+            coeff, core = _coeff_and_core(t)
+            if not isinstance(core, sympy.Mod):
+                continue
+            inner, a = core.args
+            for j, u in enumerate(terms):
+                if i == j:
+                    continue
+                ucoeff, ucore = _coeff_and_core(u)
+                if sympy.expand(ucoeff - coeff * a) != 0:
+                    continue
+                if isinstance(ucore, FloorDiv) and ucore.args == (inner, a):
+                    merged = coeff * inner
+                elif isinstance(ucore, sympy.Mod) and isinstance(ucore.args[0], FloorDiv) and ucore.args[0].args == (inner, a):
+                    merged = coeff * sympy.Mod(inner, a * ucore.args[1])
+                else:
+                    continue
+                rest = [terms[k] for k in range(len(terms)) if k not in (i, j)]
+                e = sympy.expand(sympy.Add(*rest) + merged)
+                changed = True
+                break
+            if changed:
+                break
+    return e
+
+
+def _coeff_and_core(t: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    """Split a term into (product of plain factors, the one div/mod factor); core is the term itself if none."""
+    factors = sympy.Mul.make_args(t)
+    cores = [f for f in factors if isinstance(f, (FloorDiv, sympy.Mod))]
+    if len(cores) != 1:
+        return sympy.Integer(1), t
+    return sympy.Mul(*[f for f in factors if f is not cores[0]]), cores[0]

@@ -1,0 +1,276 @@
+"""The reference interpreter: runs any fusec module, graph level and kernel level, with torch ops.
+
+It defines what the IR means.  Tests run a module before and after a pass on the
+same random inputs and compare.  Kernels are interpreted vectorised: ``x`` is a
+column ``[X, 1]`` and ``r`` a row ``[1, R]``, so element values are torch tensors
+that broadcast exactly like Triton blocks do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+import torch
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+from fusec.externs import call_extern
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "uint8": torch.uint8, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def torch_dtype(t: Attribute) -> torch.dtype:
+    return TORCH_DTYPES[F.dtype_name(F.element_of(t))]
+
+
+def _floordiv(a, b):
+    return torch.div(a, b, rounding_mode="floor")
+
+
+TORCH_FUNCTIONS = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "floordiv": _floordiv,
+    "remainder": torch.remainder, "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
+    "atan2": torch.atan2, "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or,
+    "bitwise_xor": torch.bitwise_xor, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log,
+    "log2": torch.log2, "log1p": torch.log1p, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin,
+    "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
+    "erfc": torch.erfc, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
+    "sign": torch.sign, "reciprocal": torch.reciprocal, "relu": torch.relu, "logical_not": torch.logical_not,
+    "bitwise_not": torch.bitwise_not, "isnan": torch.isnan, "isinf": torch.isinf, "signbit": torch.signbit,
+    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh,
+    "convert": lambda a: a, "identity": lambda a: a.clone(), "where": torch.where,
+}
+assert set(TORCH_FUNCTIONS) == set(F.POINTWISE_FUNCTIONS), "every pointwise function needs a torch meaning"
+
+
+def apply_pointwise(fn: str, args: Sequence[torch.Tensor], result: torch.dtype) -> torch.Tensor:
+    """One pointwise function with fusec's conversion rules (see dialects/fusec.py)."""
+    if fn in F.PREDICATES:
+        compute = args[0].dtype
+        for a in args[1:]:
+            compute = torch.promote_types(compute, a.dtype)
+        args = [a.to(compute) for a in args]
+    elif fn == "where":
+        args = [args[0].to(torch.bool), args[1].to(result), args[2].to(result)]
+    else:
+        args = [a.to(result) for a in args]
+    return TORCH_FUNCTIONS[fn](*args).to(result)
+
+
+REDUCE_FUNCTIONS = {
+    "sum": lambda v, d, k: torch.sum(v, d, keepdim=k),
+    "prod": lambda v, d, k: _multi(torch.prod, v, d, k),
+    "max": lambda v, d, k: torch.amax(v, d, keepdim=k),
+    "min": lambda v, d, k: torch.amin(v, d, keepdim=k),
+    "argmax": lambda v, d, k: torch.argmax(v, d[0], keepdim=k),
+    "argmin": lambda v, d, k: torch.argmin(v, d[0], keepdim=k),
+    "any": lambda v, d, k: torch.any(v.to(torch.bool), d, keepdim=k),
+    "all": lambda v, d, k: torch.all(v.to(torch.bool), d, keepdim=k),
+}
+
+
+def _multi(fn, v: torch.Tensor, dims: Sequence[int], keepdim: bool) -> torch.Tensor:
+    for d in sorted(dims, reverse=True):
+        v = fn(v, d, keepdim=keepdim)
+    return v
+
+
+class InterpreterError(RuntimeError):
+    pass
+
+
+def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
+    if isinstance(module, F.GraphOp):
+        return module
+    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp)]
+    if name is not None:
+        graphs = [g for g in graphs if g.sym_name.data == name]
+    if len(graphs) != 1:
+        raise InterpreterError(f"expected one fusec.graph{f' named {name}' if name else ''}, found {len(graphs)}")
+    return graphs[0]
+
+
+def bind_symbols(graph: F.GraphOp, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+    """Size symbols from the inputs' shapes; every other dim is checked against them."""
+    if len(inputs) != len(graph.block.args):
+        raise InterpreterError(f"@{graph.sym_name.data} takes {len(graph.block.args)} tensors, got {len(inputs)}")
+    env: dict[str, int] = {}
+    for t, arg in zip(inputs, graph.block.args):
+        for d, actual in zip(arg.type.dims, t.shape):
+            if isinstance(d, sympy.Symbol):
+                env.setdefault(d.name, int(actual))
+    for i, (t, arg) in enumerate(zip(inputs, graph.block.args)):
+        want = [shapes.evaluate(d, env) for d in arg.type.dims]
+        if list(t.shape) != want:
+            raise InterpreterError(f"input {i}: shape {list(t.shape)} does not match {[shapes.print_expr(d) for d in arg.type.dims]} = {want}")
+    return env
+
+
+def run(module: ModuleOp | F.GraphOp, inputs: Sequence[torch.Tensor], graph_name: str | None = None) -> list[torch.Tensor]:
+    graph = find_graph(module, graph_name)
+    env = bind_symbols(graph, inputs)
+    device = inputs[0].device if inputs else torch.device("cpu")
+    values: dict[SSAValue, torch.Tensor] = dict(zip(graph.block.args, inputs))
+    for op in graph.block.ops:
+        if isinstance(op, F.OutputOp):
+            return [values[v] for v in op.values]
+        _run_graph_op(op, values, env, device)
+    raise InterpreterError("graph has no fusec.output")
+
+
+def _shape(t: Attribute, env: dict[str, int]) -> list[int]:
+    return [shapes.evaluate(d, env) for d in t.dims]
+
+
+def _run_graph_op(op: Operation, values: dict[SSAValue, torch.Tensor], env: dict[str, int], device: torch.device) -> None:
+    arg = lambda v: values[v]  # noqa: E731
+    if isinstance(op, F.PointwiseOp):
+        out = apply_pointwise(op.fn.data, [arg(v) for v in op.inputs], torch_dtype(op.result.type))
+    elif isinstance(op, F.ConstantOp):
+        out = torch.full(_shape(op.result.type, env), op.value.data, dtype=torch_dtype(op.result.type), device=device)
+    elif isinstance(op, F.SymbolicOp):
+        out = torch.tensor(shapes.evaluate(op.expr.data, env), dtype=torch_dtype(op.result.type), device=device)
+    elif isinstance(op, F.ReduceOp):
+        out = REDUCE_FUNCTIONS[op.kind.data](arg(op.input), op.dim_list, bool(op.keepdim))
+    elif isinstance(op, F.ReshapeOp):
+        out = arg(op.input).reshape(_shape(op.result.type, env))
+    elif isinstance(op, F.PermuteOp):
+        out = arg(op.input).permute(op.perm_list)
+    elif isinstance(op, F.ExpandOp):
+        out = arg(op.input).expand(_shape(op.result.type, env))
+    elif isinstance(op, F.SliceOp):
+        d, step = op.dim.data, op.step.data
+        start = shapes.evaluate(op.start.data, env)
+        length = _shape(op.result.type, env)[d]
+        out = arg(op.input).narrow(d, start, (length - 1) * step + 1 if length else 0)[(slice(None),) * d + (slice(None, None, step),)]
+    elif isinstance(op, F.CatOp):
+        out = torch.cat([arg(v) for v in op.inputs], op.dim.data)
+    elif isinstance(op, F.IndexOp):
+        src, idx, d = arg(op.input), arg(op.index), op.dim.data
+        out = src.index_select(d, idx.reshape(-1).to(torch.int64)).reshape(_shape(op.result.type, env))
+    elif isinstance(op, F.GatherOp):
+        out = torch.gather(arg(op.input), op.dim.data, arg(op.index).to(torch.int64))
+    elif isinstance(op, F.ExternOp):
+        outs = call_extern(op.target.data, op.call.data, [arg(v) for v in op.inputs], env, device)
+        for r, o in zip(op.outputs, outs):
+            values[r] = o
+        return
+    elif isinstance(op, F.KernelOp):
+        outs = run_kernel(op, [arg(v) for v in op.inputs], env, device)
+        values.update(zip(op.outputs, outs))
+        return
+    elif isinstance(op, F.ComboOp):
+        inner = dict(values)
+        for k in op.kernels:
+            inner.update(zip(k.outputs, run_kernel(k, [inner[v] for v in k.inputs], env, device)))
+        terminator = op.body.block.last_op
+        values.update(zip(op.outputs, [inner[v] for v in terminator.operands]))
+        return
+    else:
+        raise InterpreterError(f"the interpreter does not know {op.name}")
+    values[op.results[0]] = out
+
+
+# ---------------------------------------------------------------- kernels
+
+
+def evaluate_index(e: sympy.Basic, env: dict[str, object]):
+    """An index expression over ints and index tensors (x, r) with Python/torch arithmetic."""
+    if e.is_Integer:
+        return int(e)
+    if e.is_Symbol:
+        return env[e.name]
+    args = [evaluate_index(a, env) for a in e.args]
+    if isinstance(e, sympy.Add):
+        out = args[0]
+        for a in args[1:]:
+            out = out + a
+        return out
+    if isinstance(e, sympy.Mul):
+        out = args[0]
+        for a in args[1:]:
+            out = out * a
+        return out
+    if isinstance(e, shapes.FloorDiv):
+        return args[0] // args[1]
+    if isinstance(e, sympy.Mod):
+        return args[0] % args[1]
+    if isinstance(e, sympy.Pow):
+        return args[0] ** args[1]
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        pick = torch.maximum if isinstance(e, sympy.Max) else torch.minimum
+        out = torch.as_tensor(args[0])
+        for a in args[1:]:
+            out = pick(out, torch.as_tensor(a))
+        return out
+    raise InterpreterError(f"cannot evaluate {e}")
+
+
+def _flat_storage(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D view of every element from the tensor's first one to the end of its storage."""
+    n = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+    return torch.as_strided(t, (n,), (1,), t.storage_offset())
+
+
+def run_kernel(kernel: F.KernelOp, inputs: Sequence[torch.Tensor], env: dict[str, int], device: torch.device) -> list[torch.Tensor]:
+    domain = [shapes.evaluate(d, env) for d in kernel.domain_exprs]
+    xnumel, rnumel = domain[0], (domain[1] if len(domain) == 2 else 1)
+    index_env: dict[str, object] = dict(env)
+    index_env["x"] = torch.arange(xnumel, device=device).reshape(-1, 1)
+    index_env["r"] = torch.arange(rnumel, device=device).reshape(1, -1)
+    full = (xnumel, rnumel)
+    outputs = [
+        torch.empty_strided(_shape(t, env), [shapes.evaluate(s, env) for s in t.layout], dtype=torch_dtype(t), device=device)
+        for t in (r.type for r in kernel.outputs)
+    ]
+    vals: dict[SSAValue, torch.Tensor] = {}
+    flats = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs)}
+
+    def index_of(op) -> torch.Tensor:
+        idx = torch.as_tensor(evaluate_index(op.index.data, index_env), device=device)
+        if getattr(op, "offset", None) is not None:
+            idx = idx + vals[op.offset]
+        return idx
+
+    for op in kernel.block.ops:
+        if isinstance(op, F.LoadOp):
+            idx = index_of(op)
+            if op.mask is not None:
+                mask = vals[op.mask]
+                idx, mask = torch.broadcast_tensors(idx, mask)
+                picked = flats[op.buffer][torch.where(mask, idx, 0)]
+                out = torch.where(mask, picked, torch.zeros((), dtype=picked.dtype, device=device))
+            else:
+                out = flats[op.buffer][idx]
+        elif isinstance(op, F.StoreOp):
+            idx = index_of(op)
+            value = vals[op.value]
+            idx, value = torch.broadcast_tensors(idx, value)
+            if op.mask is not None:
+                mask = torch.broadcast_to(vals[op.mask], idx.shape)
+                idx, value = idx[mask], value[mask]
+            flats[op.buffer][idx.reshape(-1)] = value.reshape(-1).to(flats[op.buffer].dtype)
+            continue
+        elif isinstance(op, F.PointwiseOp):
+            out = apply_pointwise(op.fn.data, [vals[v] for v in op.inputs], torch_dtype(op.result.type))
+        elif isinstance(op, F.ConstantOp):
+            out = torch.full((1, 1), op.value.data, dtype=torch_dtype(op.result.type), device=device)
+        elif isinstance(op, F.SymbolicOp):
+            out = torch.as_tensor(evaluate_index(op.expr.data, index_env), device=device).to(torch_dtype(op.result.type))
+            out = out.reshape(out.shape if out.dim() == 2 else (1, 1))
+        elif isinstance(op, F.ReduceROp):
+            value = torch.broadcast_to(vals[op.input], full)
+            out = REDUCE_FUNCTIONS[op.kind.data](value, [1], True).to(torch_dtype(op.result.type))
+        else:
+            raise InterpreterError(f"the interpreter does not know {op.name} in a kernel")
+        vals[op.results[0]] = out
+    return outputs

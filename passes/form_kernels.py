@@ -1,0 +1,187 @@
+"""form-kernels: every computing graph op becomes its own ``fusec.kernel``.
+
+In:  a graph-level ``fusec.graph`` (pointwise, reduce, cat, index, gather, views,
+     constants, symbolic values, externs).
+Out: one kernel per pointwise/reduce/cat/index/gather op.  Views fold into the
+     index expressions of the loads that read them; constants and symbolic values
+     fold into the kernels that use them.  What is left at graph level: kernels,
+     externs, views whose results reach an extern or the output, and the output.
+
+This is the correctness baseline: the pipeline is complete with no fusion pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index
+
+X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
+
+
+class KernelNamer:
+    """Inductor-style names, numbered per module: fusec_poi_add_0, fusec_red_sum_1, ..."""
+
+    def __init__(self, module: ModuleOp):
+        self.count = sum(1 for op in module.walk() if isinstance(op, F.KernelOp))
+
+    def __call__(self, kind: str, what: str) -> str:
+        name = f"fusec_{kind}_{what}_{self.count}"
+        self.count += 1
+        return name
+
+
+def _contiguous(t: F.TensorType) -> F.TensorType:
+    return F.TensorType(t.dims, t.element_type)
+
+
+def pointwise_kernel(op: F.PointwiseOp, name: str) -> F.KernelOp:
+    out = _contiguous(op.result.type)
+    idx = shapes.flat_to_dims(X, out.dims)
+    kb = KernelBuilder()
+    args = [kb.element(v, broadcast_index(v.type, out.dims, idx)) for v in op.inputs]
+    kb.store(kb.add(F.PointwiseOp(op.fn.data, args, out.element_type)), out, X)
+    return kb.finish(name, [shapes.numel(out.dims)])
+
+
+def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
+    in_t, out = op.input.type, _contiguous(op.result.type)
+    reduced = op.dim_list
+    kept_dims = [d for i, d in enumerate(in_t.dims) if i not in reduced]
+    red_dims = [in_t.dims[i] for i in reduced]
+    x_idx = iter(shapes.flat_to_dims(X, kept_dims))
+    r_idx = dict(zip(reduced, shapes.flat_to_dims(R, red_dims)))
+    idx = [r_idx[i] if i in r_idx else next(x_idx) for i in range(in_t.rank)]
+    kb = KernelBuilder()
+    value = kb.element(op.input, idx)
+    kb.store(kb.add(F.ReduceROp(op.kind.data, value, out.element_type)), out, X)
+    return kb.finish(name, [shapes.numel(kept_dims), shapes.numel(red_dims)])
+
+
+def cat_kernel(op: F.CatOp, name: str) -> F.KernelOp:
+    out, d = _contiguous(op.result.type), op.dim.data
+    idx = shapes.flat_to_dims(X, out.dims)
+    kb = KernelBuilder()
+    position = kb.symbolic(idx[d])
+    start, pieces = sympy.Integer(0), []
+    for v in op.inputs:
+        end = start + v.type.dims[d]
+        inside = kb.add(F.PointwiseOp("logical_and", [
+            kb.add(F.PointwiseOp("ge", [position, kb.symbolic(start)], F.BOOL)),
+            kb.add(F.PointwiseOp("lt", [position, kb.symbolic(end)], F.BOOL))], F.BOOL))
+        pieces.append((inside, kb.element(v, idx[:d] + [idx[d] - start] + idx[d + 1:], mask=inside)))
+        start = end
+    value = pieces[-1][1]
+    for inside, piece in reversed(pieces[:-1]):
+        value = kb.add(F.PointwiseOp("where", [inside, piece, value], out.element_type))
+    kb.store(value, out, X)
+    return kb.finish(name, [shapes.numel(out.dims)])
+
+
+def _gather_index(kb: KernelBuilder, index_value, idx, extent: sympy.Expr):
+    """The i64 index read from an index tensor, negative indices wrapped like torch."""
+    j = kb.element(index_value, idx)
+    if index_value.type.element_type != F.I64:
+        j = kb.add(F.PointwiseOp("convert", [j], F.I64))
+    negative = kb.add(F.PointwiseOp("lt", [j, kb.constant(0, F.I64)], F.BOOL))
+    wrapped = kb.add(F.PointwiseOp("add", [j, kb.symbolic(extent)], F.I64))
+    return kb.add(F.PointwiseOp("where", [negative, wrapped, j], F.I64))
+
+
+def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
+    out, d = _contiguous(op.result.type), op.dim.data
+    k = op.index.type.rank
+    idx = shapes.flat_to_dims(X, out.dims)
+    kb = KernelBuilder()
+    j = _gather_index(kb, op.index, idx[d:d + k], op.input.type.dims[d])
+    value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + k:])
+    kb.store(value, out, X)
+    return kb.finish(name, [shapes.numel(out.dims)])
+
+
+def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
+    out, d = _contiguous(op.result.type), op.dim.data
+    idx = shapes.flat_to_dims(X, out.dims)
+    kb = KernelBuilder()
+    j = _gather_index(kb, op.index, idx, op.input.type.dims[d])
+    value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + 1:])
+    kb.store(value, out, X)
+    return kb.finish(name, [shapes.numel(out.dims)])
+
+
+def materialize_kernel(op: F.ConstantOp | F.SymbolicOp, name: str) -> F.KernelOp:
+    """A constant or symbolic value that an extern or the output needs as a real tensor."""
+    out = _contiguous(op.result.type)
+    kb = KernelBuilder()
+    kb.store(kb.element(op.result, shapes.flat_to_dims(X, out.dims)), out, X)
+    return kb.finish(name, [shapes.numel(out.dims)])
+
+
+def _fn_name(op: Operation) -> tuple[str, str]:
+    if isinstance(op, F.PointwiseOp):
+        return "poi", op.fn.data
+    if isinstance(op, F.ReduceOp):
+        return "red", op.kind.data
+    return "poi", op.name.removeprefix("fusec.")
+
+
+BUILDERS = {F.PointwiseOp: pointwise_kernel, F.ReduceOp: reduce_kernel, F.CatOp: cat_kernel,
+            F.IndexOp: index_kernel, F.GatherOp: gather_kernel}
+
+
+@dataclass
+class WrapInKernel(RewritePattern):
+    """Replaces one computing graph op by a kernel that computes it."""
+
+    namer: KernelNamer
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        build = BUILDERS.get(type(op))
+        if build is None or isinstance(op.parent_op(), F.KernelOp):
+            return
+        rewriter.replace(op, build(op, self.namer(*_fn_name(op))))
+
+
+@dataclass
+class MaterializeConstant(RewritePattern):
+    """Constants and symbolic values still used at graph level (by externs, views, the output)."""
+
+    namer: KernelNamer
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if not isinstance(op, (F.ConstantOp, F.SymbolicOp)) or not isinstance(op.parent_op(), F.GraphOp) or not op.result.uses:
+            return
+        kernel = materialize_kernel(op, self.namer("poi", "full" if isinstance(op, F.ConstantOp) else "symbolic"))
+        rewriter.replace(op, kernel)
+
+
+@dataclass
+class EraseDeadView(RewritePattern):
+    """Views, constants and symbolic values nothing reads any more (their uses were folded into kernels)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ConstantOp | F.SymbolicOp, rewriter: PatternRewriter, /) -> None:
+        if not op.result.uses and isinstance(op.parent_op(), F.GraphOp):
+            rewriter.erase(op)
+
+
+@dataclass(frozen=True)
+class FormKernels(ModulePass):
+    """Wraps every pointwise, reduce, cat, index and gather op into its own fusec.kernel (no options)."""
+
+    name = "form-kernels"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        namer = KernelNamer(op)
+        PatternRewriteWalker(WrapInKernel(namer), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(EraseDeadView(), walk_reverse=True).rewrite_module(op)
+        PatternRewriteWalker(MaterializeConstant(namer), apply_recursively=False).rewrite_module(op)
