@@ -1066,12 +1066,12 @@ def _print_index(printer: Printer, buffer: SSAValue, index: ExprAttr, offset: SS
 def _parse_index(parser: Parser) -> tuple[sympy.Expr, SSAValue | None, SSAValue | None]:
     """``[expr]`` or ``[%offset + expr]``, then an optional ``mask %m``."""
     parser.parse_punctuation("[")
-    offset = parser.parse_optional_operand()
+    offset = parser.parse_optional_operand(I64)
     if offset is not None:
         parser.parse_punctuation("+")
     index = _parse_expr_tokens(parser)
     parser.parse_punctuation("]")
-    mask = parser.parse_operand() if parser.parse_optional_keyword("mask") else None
+    mask = parser.parse_operand(BOOL) if parser.parse_optional_keyword("mask") else None
     return index, offset, mask
 
 

@@ -345,7 +345,7 @@ def simplify_index(e: sympy.Expr) -> sympy.Expr:
       c*a*floordiv(e, a) + c*mod(e, a)            -> c*e
       c*a*mod(floordiv(e, a), b) + c*mod(e, a)    -> c*mod(e, a*b)
     """
-    e = sympy.expand(e)
+    e = sympy.expand(_drop_by_range(sympy.expand(e)))
     changed = True
     while changed:
         changed = False
@@ -383,3 +383,44 @@ def _coeff_and_core(t: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
     if len(cores) != 1:
         return sympy.Integer(1), t
     return sympy.Mul(*[f for f in factors if f is not cores[0]]), cores[0]
+
+
+def integer_range(e: sympy.Expr) -> tuple[int, float]:
+    """Bounds (lo, hi) of a non-negative index expression; hi may be inf."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if e.is_Symbol:
+        return (0 if e.name in INDEX_VARS else 1), math.inf
+    if isinstance(e, sympy.Mod) and e.args[1].is_Integer:
+        lo, hi = integer_range(e.args[0])
+        m = int(e.args[1])
+        return (lo, hi) if lo >= 0 and hi < m else (0, m - 1)
+    if isinstance(e, FloorDiv) and e.args[1].is_Integer:
+        lo, hi = integer_range(e.args[0])
+        d = int(e.args[1])
+        return lo // d, (hi // d if hi != math.inf else math.inf)
+    if isinstance(e, sympy.Add):
+        bounds = [integer_range(a) for a in e.args]
+        return sum(b[0] for b in bounds), sum(b[1] for b in bounds)
+    if isinstance(e, sympy.Mul):
+        coeff, rest = e.as_coeff_Mul()
+        if coeff.is_Integer and coeff > 0 and rest != e:
+            lo, hi = integer_range(rest)
+            return int(coeff) * lo, int(coeff) * hi
+    return -math.inf, math.inf
+
+
+def _drop_by_range(e: sympy.Expr) -> sympy.Expr:
+    """floordiv(e, d) -> 0 and mod(e, m) -> e when the bounds of e prove it (bottom-up)."""
+    if not e.args:
+        return e
+    e = e.func(*[_drop_by_range(a) for a in e.args])
+    if isinstance(e, FloorDiv) and e.args[1].is_Integer:
+        lo, hi = integer_range(e.args[0])
+        if lo >= 0 and hi < int(e.args[1]):
+            return sympy.Integer(0)
+    if isinstance(e, sympy.Mod) and e.args[1].is_Integer:
+        lo, hi = integer_range(e.args[0])
+        if lo >= 0 and hi < int(e.args[1]):
+            return e.args[0]
+    return e
