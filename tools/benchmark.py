@@ -1,0 +1,144 @@
+"""Benchmark fusec against Inductor (with and without combo kernels) on the GPU.
+
+    python -m fusec.tools.benchmark [--programs seed,softmax,...] [--dtype float32] [--dynamic]
+
+For each program: the result checked against eager, the number of GPU kernels one
+call launches (counted with torch.profiler, the same way for every backend;
+matrix-multiply library kernels counted apart), and the median time of a call
+(triton.testing.do_bench).  Prints a Markdown table for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+
+import click
+import torch
+import torch.nn.functional as Fn
+
+
+@dataclasses.dataclass
+class Program:
+    name: str
+    fn: Callable
+    make_inputs: Callable[[torch.dtype, str], list[torch.Tensor]]
+
+
+def _seed(t1, t2, t3, t4):
+    return t1.sum(1), t2.max(1).values, t3.min(1).values, t4.sum(1)
+
+
+def _rmsnorm(x, w):
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * w
+
+
+def _layer_norm_gelu(x, w, b):
+    return Fn.gelu(Fn.layer_norm(x, x.shape[-1:], w, b))
+
+
+def _transformer_mix(x, w1, b1, w2, b2, bias):
+    h = Fn.layer_norm(x, x.shape[-1:], w1, b1)
+    h = Fn.gelu(h + bias)
+    y = Fn.layer_norm(h + x, x.shape[-1:], w2, b2)
+    return y, h.mean(-1), y.amax(-1)
+
+
+def _swiglu(x, wg, wu, wd):
+    return (Fn.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def _optimizer_step(*tensors):
+    n = len(tensors) // 2
+    params, grads = tensors[:n], tensors[n:]
+    return tuple(p - 0.01 * (g + 0.1 * p) for p, g in zip(params, grads))
+
+
+def _randn(*shape):
+    return lambda dtype, dev: torch.randn(*shape, device=dev, dtype=dtype)
+
+
+PROGRAMS = [
+    Program("seed", _seed, lambda dt, dev: [torch.randn(1024, 512, device=dev, dtype=dt) for _ in range(4)]),
+    Program("pointwise", lambda x, w, b: torch.sigmoid(x * w + b),
+            lambda dt, dev: [_randn(4096, 1024)(dt, dev), _randn(1024)(dt, dev), _randn(1024)(dt, dev)]),
+    Program("rmsnorm", _rmsnorm, lambda dt, dev: [_randn(4096, 2048)(dt, dev), _randn(2048)(dt, dev)]),
+    Program("softmax", lambda x: torch.softmax(x, -1), lambda dt, dev: [_randn(4096, 2048)(dt, dev)]),
+    Program("layernorm_gelu", _layer_norm_gelu, lambda dt, dev: [_randn(4096, 1024)(dt, dev), _randn(1024)(dt, dev), _randn(1024)(dt, dev)]),
+    Program("transformer_mix", _transformer_mix,
+            lambda dt, dev: [_randn(4096, 1024)(dt, dev)] + [_randn(1024)(dt, dev) for _ in range(5)]),
+    Program("swiglu", _swiglu, lambda dt, dev: [_randn(2048, 1024)(dt, dev), _randn(1024, 2816)(dt, dev) * 0.03,
+                                                _randn(1024, 2816)(dt, dev) * 0.03, _randn(2816, 1024)(dt, dev) * 0.03]),
+    Program("optimizer16", _optimizer_step,
+            lambda dt, dev: [torch.randn(s, device=dev, dtype=dt) for s in SIZES16 + SIZES16]),
+]
+SIZES16 = [(256, 256), (256,), (1024, 256), (1024,), (256, 1024), (256,), (4096,), (512, 512),
+           (512,), (2048, 128), (128,), (64, 64), (64,), (1000,), (333, 77), (77,)]
+
+
+def count_kernels(call: Callable[[], object]) -> tuple[int, int]:
+    """(Triton/other kernels, matrix-library kernels) launched by one call, from the CUDA profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    gemm = [e for e in kernels if any(k in e.name.lower() for k in ("gemm", "sm90", "cutlass", "cublas", "xmma", "nvjet"))]
+    return len(kernels) - len(gemm), len(gemm)
+
+
+def compiled(fn, backend: str, dynamic: bool):
+    torch._dynamo.reset()
+    if backend == "fusec":
+        return torch.compile(fn, backend="fusec", dynamic=dynamic)
+    if backend == "inductor":
+        return torch.compile(fn, dynamic=dynamic)
+    if backend == "inductor-combo":
+        return torch.compile(fn, dynamic=dynamic, options={"combo_kernels": True})
+    raise click.BadParameter(f"unknown backend {backend}")
+
+
+def _flatten(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+@click.command()
+@click.option("--programs", default=",".join(p.name for p in PROGRAMS), help="comma-separated program names")
+@click.option("--backends", default="fusec,inductor,inductor-combo")
+@click.option("--dtype", default="float32", type=click.Choice(["float32", "float16", "bfloat16"]))
+@click.option("--dynamic", is_flag=True, help="compile with dynamic=True")
+def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
+    import triton.testing
+
+    if not torch.cuda.is_available():
+        click.echo("fusec benchmark: error: needs a CUDA GPU", err=True)
+        sys.exit(1)
+    dt = getattr(torch, dtype)
+    wanted = programs.split(",")
+    rows = []
+    for prog in [p for p in PROGRAMS if p.name in wanted]:
+        torch.manual_seed(0)
+        inputs = prog.make_inputs(dt, "cuda")
+        expected = _flatten(prog.fn(*inputs))
+        for backend in backends.split(","):
+            try:
+                f = compiled(prog.fn, backend, dynamic)
+                got = _flatten(f(*inputs))
+                tol = dict(rtol=2e-2, atol=2e-2) if dt != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+                ok = all(torch.allclose(a.float(), b.float(), **tol) for a, b in zip(expected, got))
+                kernels, gemms = count_kernels(lambda: f(*inputs))
+                ms = triton.testing.do_bench(lambda: f(*inputs), warmup=50, rep=300, return_mode="median")
+                rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{ms * 1000:.1f}"))
+            except Exception as e:  # a failing backend is a row, not the end of the table
+                rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-"))
+    click.echo(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype {dtype}  dynamic={dynamic}\n")
+    click.echo("| program | backend | matches eager | kernels | matmul kernels | median us |")
+    click.echo("|---|---|---|---|---|---|")
+    for r in rows:
+        click.echo("| " + " | ".join(str(c) for c in r) + " |")
+
+
+if __name__ == "__main__":
+    main()
