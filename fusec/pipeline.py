@@ -1,0 +1,380 @@
+"""Pass pipelines: parse a spec (xDSL syntax ``a,b{opt=1}``), run it, dump and print the IR between passes.
+
+``fusec-opt`` and the backend both go through ``run_pipeline``, so a backend run
+can be replayed with ``fusec-opt -p "<spec>"`` and gives the same dumps.
+Every problem the user can cause is a ``PipelineError`` with one clear message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+import typing
+from collections.abc import Sequence
+from io import StringIO
+from pathlib import Path
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, MultipleSpansParseError, ParseError
+from xdsl.utils.hints import type_repr
+
+from fusec import remarks
+from fusec.registry import PASSES, PassFactory, pass_summary
+
+DEFAULT_PIPELINE_FILE = Path(__file__).parent / "pipelines" / "default.pipeline"
+
+
+class PipelineError(Exception):
+    """A problem with a pipeline, its options or the IR it runs on, worded for the user."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+# ---------------------------------------------------------------- IR text
+
+
+def module_text(module: ModuleOp) -> str:
+    """The text fusec-opt prints and dumps (parsing it back gives the same text)."""
+    out = StringIO()
+    Printer(stream=out).print_op(module)
+    out.write("\n")
+    return out.getvalue()
+
+
+def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
+    """Parse IR text; errors become ``name:line:col: message`` with the line and a caret."""
+    parser = Parser(ctx, text, name)
+    try:
+        return parser.parse_module()
+    except ParseError as e:
+        raise PipelineError(_parse_error_text(e)) from e
+    except Exception as e:  # e.g. a type's verifier rejecting its parameters while parsing
+        raise PipelineError(_parse_error_text(ParseError(parser._current_token.span, str(e)))) from e
+
+
+def _parse_error_text(e: ParseError) -> str:
+    def located(span, msg: str) -> str:
+        context = span.print_with_context().splitlines()[1:]  # its first line is the location
+        return f"{span.get_location()}: {msg}\n" + "".join(f"{line}\n" for line in context)
+
+    text = located(e.span, e.msg)
+    if isinstance(e, MultipleSpansParseError):
+        text += e.ref_text + "\n" if e.ref_text else ""
+        text += "".join(located(span, msg or "here") for span, msg in e.refs)
+    return text.rstrip("\n")
+
+
+def verify_module(module: ModuleOp, what: str = "IR") -> None:
+    """Verify ``module``; a failure names the op that fails and ``what`` was checked ("IR after pass 'dce'")."""
+    try:
+        module.verify()
+        return
+    except Exception as e:  # verifiers of broken IR can fail in any way; all are verification errors
+        error = e
+    op, message = _failing_op(module, error)
+    if op is not None and not message.startswith(op.name):
+        message = f"'{op.name}' op: {message}"
+    where = f"\n  at: {_op_summary(op)}" if op is not None else ""
+    raise PipelineError(f"{what} does not verify: {message}{where}") from error
+
+
+def _failing_op(module: ModuleOp, error: Exception) -> tuple[Operation | None, str]:
+    """The innermost op whose own verifier fails, preferring the one that raised ``error``."""
+    failing: list[tuple[Operation, str]] = []
+    for op in module.walk():
+        try:
+            op.verify(verify_nested_ops=False)
+        except Exception as e:
+            failing.append((op, str(e)))
+    for op, message in failing:
+        if message == str(error):
+            return op, message
+    return (failing[-1] if failing else (None, str(error) or type(error).__name__))
+
+
+def _op_summary(op: Operation) -> str:
+    try:
+        out = StringIO()
+        Printer(stream=out).print_op(op)
+        first = out.getvalue().splitlines()[0].strip()
+    except Exception:  # an op broken enough may not print
+        return op.name
+    return first if len(first) <= 200 else first[:197] + "..."
+
+
+# ---------------------------------------------------------------- specs
+
+
+def read_pipeline_file(path: str | Path) -> str:
+    """A pipeline file's spec: ``#`` starts a comment, lines are joined (with commas between passes)."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PipelineError(f"cannot read pipeline file '{path}': {getattr(e, 'strerror', None) or e}") from e
+    return join_pipeline_lines(text)
+
+
+def join_pipeline_lines(text: str) -> str:
+    """Strip ``#`` comments and join lines: with a comma between passes, a space between options."""
+    spec = ""
+    for line in text.splitlines():
+        line = _strip_comment(line).strip()
+        if not line:
+            continue
+        if not spec or spec.endswith((",", "{")) or line.startswith((",", "}")):
+            sep = ""
+        else:
+            sep = " " if _brace_depth(spec) > 0 else ","
+        spec += sep + line
+    return spec.removesuffix(",")  # a trailing comma after the last pass is harmless in a file
+
+
+def _strip_comment(line: str) -> str:
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"' and (i == 0 or line[i - 1] != "\\"):
+            quoted = not quoted
+        elif ch == "#" and not quoted:
+            return line[:i]
+    return line
+
+
+def _brace_depth(spec: str) -> int:
+    unquoted = re.sub(r'"(\\.|[^"\\])*"', "", spec)
+    return unquoted.count("{") - unquoted.count("}")
+
+
+def default_pipeline_spec() -> str:
+    return read_pipeline_file(DEFAULT_PIPELINE_FILE)
+
+
+def parse_pipeline_spec(spec: str, available: dict[str, PassFactory] | None = None) -> tuple[ModulePass, ...]:
+    """The passes of ``spec``, options checked: unknown passes and bad options are PipelineErrors."""
+    available = PASSES if available is None else available
+    try:
+        arg_specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as e:  # a BaseException in xDSL, so it must be named
+        raise PipelineError(_syntax_error_text(spec, e)) from None
+    for arg_spec in arg_specs:
+        check_pass_name(arg_spec.name, available)
+    return tuple(_instantiate(load_pass(s.name, available), s) for s in arg_specs)
+
+
+def load_pass(name: str, available: dict[str, PassFactory] | None = None) -> type[ModulePass]:
+    """The pass class registered as ``name``; a pass file that fails to import is a PipelineError."""
+    available = PASSES if available is None else available
+    check_pass_name(name, available)
+    try:
+        return available[name]()
+    except Exception as e:  # a pass module being edited, or missing a dependency
+        raise PipelineError(f"pass '{name}' cannot be loaded: {type(e).__name__}: {e}") from e
+
+
+def check_pass_name(name: str, available: dict[str, PassFactory] | None = None) -> None:
+    available = PASSES if available is None else available
+    if name not in available:
+        close = difflib.get_close_matches(name, available, n=3, cutoff=0.6)
+        hint = f"did you mean {_quoted(close, 'or')}?" if close else f"available passes: {', '.join(available)}"
+        raise PipelineError(f"unknown pass '{name}' ({hint})")
+
+
+def _syntax_error_text(spec: str, e: ArgSpecParseError) -> str:
+    # xDSL's text: a title line, "pass-pipeline:1:col", the spec, a caret line, the message.
+    lines = str(e).splitlines()
+    if len(lines) >= 5:
+        return f"invalid pipeline spec: {lines[4].strip()}\n  {lines[2]}\n  {lines[3]}"
+    return f"invalid pipeline spec '{spec}': {str(e)}"
+
+
+def _quoted(names: Sequence[str], conj: str = "and") -> str:
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} {conj} {quoted[-1]}"
+
+
+def pass_options(cls: type[ModulePass]) -> list[tuple[str, str, str | None]]:
+    """(option name as written in specs, type, default text or None when required) of a pass."""
+    hints = typing.get_type_hints(cls)
+    options = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = _value_text(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = _value_text(f.default_factory())
+        else:
+            default = None
+        options.append((f.name.replace("_", "-"), type_repr(hints.get(f.name, f.type)), default))
+    return options
+
+
+def _value_text(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(_value_text(v) for v in value) if value else "(empty)"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return "none" if value is None else str(value)
+
+
+def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
+    from xdsl.utils.arg_spec import _convert_arg_to_type  # checks one option's value as from_spec does
+
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    for key, value in spec.parameters.items():
+        field = key.replace("-", "_")
+        if field not in fields:
+            names = [n.replace("_", "-") for n in fields]
+            close = difflib.get_close_matches(key.replace("_", "-"), names, n=3, cutoff=0.6)
+            hint = (f"did you mean {_quoted(close, 'or')}?" if close else
+                    f"its options are {_quoted(names)}" if names else "it takes no options")
+            raise PipelineError(f"pass '{spec.name}' has no option '{key}' ({hint})")
+        try:
+            _convert_arg_to_type(value, hints[field])
+        except ValueError:
+            given = ",".join(map(str, value)) if value else "(no value)"
+            raise PipelineError(f"pass '{spec.name}': option '{key}' expects {type_repr(hints[field])}, got {given}") from None
+    try:
+        return cls.from_spec(spec)
+    except (ValueError, TypeError) as e:  # a required option missing, or the pass's own __post_init__ check
+        msg = str(e)
+        missing = re.match(r'.* requires argument "(\w+)"', msg)
+        if missing:
+            msg = f"option '{missing.group(1).replace('_', '-')}' is required"
+        raise PipelineError(f"pass '{spec.name}': {msg}") from None
+
+
+def pipeline_spec_text(passes: Sequence[ModulePass]) -> str:
+    """The spec that rebuilds ``passes`` (for replaying a backend run with fusec-opt -p)."""
+    return ",".join(str(p) for p in passes)
+
+
+# ---------------------------------------------------------------- running
+
+
+def run_pipeline(
+    ctx: Context,
+    module: ModuleOp,
+    spec: str | Sequence[ModulePass],
+    *,
+    dump_dir: str | Path | None = None,
+    print_before_all: bool = False,
+    print_after_all: bool = False,
+    print_after: Sequence[str] = (),
+    print_after_change: bool = False,
+    out: IO[str] | None = None,
+) -> remarks.RemarkLog:
+    """Run ``spec`` on ``module`` in place, verifying after every pass; returns the remarks passes emitted.
+
+    ``dump_dir`` receives ``00-input.mlir``, ``01-<pass>.mlir``, ... and ``remarks.txt``/``remarks.json``.
+    Printed IR goes to ``out`` (stderr by default, like mlir-opt) under MLIR's header lines.
+    ``print_after_change`` prints after the selected passes (all, without ``print_after_all`` or
+    ``print_after``) only where the pass changed the IR.
+    """
+    passes = parse_pipeline_spec(spec) if isinstance(spec, str) else tuple(spec)
+    for name in print_after:
+        check_pass_name(name)
+    out = sys.stderr if out is None else out
+    dumps = _Dumps(Path(dump_dir)) if dump_dir is not None else None
+    select_all_after = print_after_all or (print_after_change and not print_after)
+    wants_text = dumps is not None or print_before_all or select_all_after or bool(print_after)
+
+    state: dict = {"step": 0, "text": None, "running": None}
+
+    def show(when: str, name: str, text: str) -> None:
+        out.write(f"// -----// IR Dump {when} {name} //----- //\n{text}\n")
+
+    def callback(previous: ModulePass | None, module: ModuleOp, upcoming: ModulePass | None) -> None:
+        before = state["text"]
+        verify_module(module, "input IR" if previous is None else f"IR after pass '{previous.name}'")
+        text = module_text(module) if wants_text else None
+        if previous is None:
+            if dumps:
+                dumps.write(0, "input", text)
+        else:
+            state["step"] += 1
+            if dumps:
+                dumps.write(state["step"], previous.name, text)
+            selected = select_all_after or previous.name in print_after
+            if selected and not (print_after_change and text == before):
+                show("After", previous.name, text)
+        if upcoming is not None and print_before_all:
+            show("Before", upcoming.name, text)
+        state["text"], state["running"] = text, upcoming
+
+    with remarks.collect() as log:
+        try:
+            PassPipeline(passes, callback).apply(ctx, module)
+        except DiagnosticException as e:  # a pass refusing the IR it was given
+            name = state["running"].name if state["running"] else "?"
+            raise PipelineError(f"pass '{name}' failed: {e}") from e
+        except PipelineError:
+            raise
+        except Exception as e:  # a bug in a pass: say which one, keep the traceback for --traceback
+            if state["running"] is not None:
+                e.add_note(f"while running pass '{state['running'].name}'")
+            raise
+        finally:
+            if dumps:
+                dumps.write_remarks(log)
+    return log
+
+
+@dataclasses.dataclass
+class _Dumps:
+    """The dump folder: one numbered .mlir per step, then the remarks."""
+
+    folder: Path
+
+    def __post_init__(self) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise PipelineError(f"cannot create dump folder '{self.folder}': {e.strerror or e}") from e
+        # Stale dumps of a longer earlier run would read as steps of this one.
+        for old in self.folder.iterdir():
+            if re.fullmatch(r"\d{2,}-.+\.mlir", old.name) or old.name in ("remarks.txt", "remarks.json"):
+                old.unlink()
+
+    def write(self, step: int, name: str, text: str) -> None:
+        self._write(f"{step:02d}-{name}.mlir", text)
+
+    def write_remarks(self, log: remarks.RemarkLog) -> None:
+        self._write("remarks.txt", log.text())
+        self._write("remarks.json", log.json() + "\n")
+
+    def _write(self, name: str, text: str) -> None:
+        try:
+            (self.folder / name).write_text(text)
+        except OSError as e:
+            raise PipelineError(f"cannot write '{self.folder / name}': {e.strerror or e}") from e
+
+
+def list_passes(available: dict[str, PassFactory] | None = None) -> str:
+    """Every pass with its one-line description and its options (type and default)."""
+    available = PASSES if available is None else available
+    lines = []
+    for name in available:
+        try:
+            cls = load_pass(name, available)
+        except PipelineError as e:
+            lines.append(f"{name}\n    ({e.message})")
+            continue
+        lines.append(f"{name}\n    {pass_summary(name, cls)}")
+        for option, type_text, default in pass_options(cls):
+            lines.append(f"    {option}: {type_text}" + (f" = {default}" if default is not None else " (required)"))
+    return "\n".join(lines) + "\n"
+

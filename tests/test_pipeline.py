@@ -1,0 +1,117 @@
+"""fusec.pipeline: spec parsing, pipeline files, and run_pipeline's dumps, printing and checks."""
+
+from dataclasses import dataclass
+from io import StringIO
+
+import pytest
+from xdsl.passes import ModulePass
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+from fusec import remarks
+from fusec.pipeline import (
+    DEFAULT_PIPELINE_FILE,
+    PipelineError,
+    default_pipeline_spec,
+    join_pipeline_lines,
+    module_text,
+    parse_module,
+    parse_pipeline_spec,
+    pipeline_spec_text,
+    run_pipeline,
+)
+from fusec.registry import PASSES, make_context
+
+GRAPH = """fusec.graph @g(%a : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[s0], f32>) symbols(s0 in [1, inf]) {
+  %n = fusec.pointwise "neg" %a : (!fusec.tensor<[s0], f32>) -> !fusec.tensor<[s0], f32>
+  fusec.output %n : !fusec.tensor<[s0], f32>
+}
+"""
+
+
+@dataclass(frozen=True)
+class Tuned(ModulePass):
+    """A test pass with options; emits one remark."""
+
+    name = "test-tuned"
+    max_ops: int = 8
+    sizes: tuple[int, ...] = (1, 2)
+
+    def apply(self, ctx, op) -> None:
+        remarks.emit(self.name, "limit", f"max-ops={self.max_ops}")
+
+
+@pytest.fixture(autouse=True)
+def tuned(monkeypatch):
+    monkeypatch.setitem(PASSES, Tuned.name, lambda: Tuned)
+
+
+@pytest.mark.parametrize("text, spec", [
+    ("a\nb\n", "a,b"),
+    ("a,\nb,\n", "a,b"),
+    ("# only a comment\n\n a # trailing\n", "a"),
+    ("a{x=1\n  y=2}\nb", "a{x=1 y=2},b"),
+    ("a{\nx=1\n}", "a{x=1}"),
+    ('a{s="#not a comment"} # but this is', 'a{s="#not a comment"}'),
+    ("a{xs=1,\n2}", "a{xs=1,2}"),
+])
+def test_join_pipeline_lines(text, spec):
+    assert join_pipeline_lines(text) == spec
+
+
+def test_default_pipeline_file_is_shipped_and_valid():
+    assert DEFAULT_PIPELINE_FILE.is_file()
+    spec = default_pipeline_spec()
+    assert spec.split(",")[:1] == ["form-kernels"] and spec.endswith("canonicalize,dce")
+    assert [p.name for p in parse_pipeline_spec(spec)] == spec.split(",")
+
+
+def test_options_parse_and_print_back():
+    [p] = parse_pipeline_spec("test-tuned{max-ops=3 sizes=4,5}")
+    assert p == Tuned(max_ops=3, sizes=(4, 5))
+    assert parse_pipeline_spec(pipeline_spec_text([p, DeadCodeElimination()])) == (p, DeadCodeElimination())
+
+
+def test_bad_tuple_option_value():
+    with pytest.raises(PipelineError, match=r"option 'sizes' expects tuple\[int, \.\.\.\], got a,b"):
+        parse_pipeline_spec("test-tuned{sizes=a,b}")
+
+
+def test_run_pipeline_returns_remarks_and_prints_to_out():
+    ctx = make_context()
+    module = parse_module(ctx, GRAPH)
+    out = StringIO()
+    log = run_pipeline(ctx, module, "test-tuned{max-ops=3},form-kernels", print_after=["form-kernels"], out=out)
+    assert [str(r) for r in log.remarks] == ["remark: test-tuned: limit: max-ops=3"]
+    assert out.getvalue() == f"// -----// IR Dump After form-kernels //----- //\n{module_text(module)}\n"
+
+
+def test_run_pipeline_accepts_pass_instances(tmp_path):
+    ctx = make_context()
+    module = parse_module(ctx, GRAPH)
+    run_pipeline(ctx, module, [Tuned(max_ops=1), DeadCodeElimination()], dump_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.mlir")) == ["00-input.mlir", "01-test-tuned.mlir", "02-dce.mlir"]
+    assert (tmp_path / "remarks.txt").read_text() == "remark: test-tuned: limit: max-ops=1\n"
+
+
+def test_invalid_input_is_reported_before_any_pass():
+    ctx = make_context()
+    module = parse_module(ctx, GRAPH.replace("symbols(s0 in [1, inf]) ", ""))
+    with pytest.raises(PipelineError, match=r"^input IR does not verify: fusec.graph: size symbol 's0'"):
+        run_pipeline(ctx, module, "dce")
+
+
+def test_parse_module_error_is_located():
+    with pytest.raises(PipelineError, match=r"^in.mlir:2:\d+: "):
+        parse_module(make_context(), GRAPH.replace('"neg" %a', '"neg" %a %a'), "in.mlir")
+
+
+def test_a_pass_that_fails_to_load_is_a_clean_error(monkeypatch):
+    def broken():
+        raise SyntaxError("invalid syntax (vertical_fusion.py, line 3)")
+
+    monkeypatch.setitem(PASSES, "test-broken", broken)
+    with pytest.raises(PipelineError, match=r"^pass 'test-broken' cannot be loaded: SyntaxError: invalid syntax"):
+        parse_pipeline_spec("dce,test-broken")
+    from fusec.pipeline import list_passes
+
+    assert "test-broken\n    (pass 'test-broken' cannot be loaded: SyntaxError" in list_passes()
