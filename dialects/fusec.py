@@ -966,7 +966,8 @@ class KernelOp(IRDLOperation):
     inputs = var_operand_def()
     outputs = var_result_def()
     body = region_def("single_block")
-    traits = traits_def(IsolatedFromAbove(), NoTerminator())
+    # Pure: a kernel writes only the buffers it returns, so an unused kernel can go (dce).
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), Pure())
 
     def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute], body: Region | None = None):
         if body is None:
