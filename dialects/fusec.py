@@ -270,7 +270,11 @@ def _number_text(value: float | int | bool) -> str:
             return "nan"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
-        return repr(value)
+        text = repr(value)
+        mantissa, _, exponent = text.partition("e")
+        if exponent and "." not in mantissa:  # MLIR float literals need a '.': 1e-05 -> 1.0e-05
+            text = f"{mantissa}.0e{exponent}"
+        return text
     return str(value)
 
 
@@ -837,7 +841,10 @@ class CatOp(IRDLOperation):
 
 @irdl_op_definition
 class IndexOp(IRDLOperation):
-    """Indexing one dim by an integer tensor: ``input[..., index, ...]`` (index_select, embedding)."""
+    """Indexing one dim by an integer tensor: ``input[..., index, ...]`` (index_select, embedding).
+
+    A negative index counts from the end of the dim, as in ``torch.Tensor.__getitem__``.
+    """
 
     name = "fusec.index"
     dim = prop_def(IntAttr)

@@ -155,8 +155,9 @@ def _run_graph_op(op: Operation, values: dict[SSAValue, torch.Tensor], env: dict
     elif isinstance(op, F.CatOp):
         out = torch.cat([arg(v) for v in op.inputs], op.dim.data)
     elif isinstance(op, F.IndexOp):
-        src, idx, d = arg(op.input), arg(op.index), op.dim.data
-        out = src.index_select(d, idx.reshape(-1).to(torch.int64)).reshape(_shape(op.result.type, env))
+        src, idx, d = arg(op.input), arg(op.index).to(torch.int64), op.dim.data
+        idx = torch.where(idx < 0, idx + src.shape[d], idx)
+        out = src.index_select(d, idx.reshape(-1)).reshape(_shape(op.result.type, env))
     elif isinstance(op, F.GatherOp):
         out = torch.gather(arg(op.input), op.dim.data, arg(op.index).to(torch.int64))
     elif isinstance(op, F.ExternOp):

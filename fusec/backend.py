@@ -1,0 +1,222 @@
+"""fusec as a ``torch.compile`` backend: ``torch.compile(fn, backend="fusec", options={...})``.
+
+The ``torch_dynamo_backends`` entry point (pyproject.toml) registers it, so
+``backend="fusec"`` works after ``pip install`` without importing fusec.
+Dynamo hands over its FX graph; AOTAutograd, with fusec's decomposition table,
+turns it into aten graphs (a forward and a backward, or one inference graph),
+and each goes through ``compile_graph``: import, run the pass pipeline, choose
+how to execute, and return the function AOTAutograd calls.
+
+Options (``torch.compile`` passes its ``options`` dict to the backend as the
+keyword argument ``options``):
+
+``pipeline``
+    a pipeline spec (``"form-kernels,canonicalize,dce"``) or the path of a
+    ``.pipeline`` file; default: fusec's default pipeline file.
+``dump_dir``
+    a folder: each compiled graph dumps into ``<dump_dir>/<graph name>/`` (the
+    aten graph, the imported IR, the IR after every pass, the remarks, the spec
+    to replay it with ``fusec-opt``); default: ``$FUSEC_DUMP_DIR``.
+``execute``
+    ``"triton"`` (generated kernels, through ``fusec.runtime``) or
+    ``"interpret"`` (the reference interpreter); default: triton where
+    ``fusec.runtime`` exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import itertools
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from io import StringIO
+from pathlib import Path
+
+import torch
+import torch.fx
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from fusec import env, remarks
+from fusec.decompositions import fusec_decompositions
+from fusec.importer import ImportInfo, UnsupportedGraph, import_graph
+
+EXECUTE_MODES = ("triton", "interpret")
+
+
+class BackendOptionError(ValueError):
+    """A bad ``options={...}`` entry; the message names it and what is allowed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendOptions:
+    pipeline: str | None = None  # spec or .pipeline file; None: the default pipeline
+    dump_dir: Path | None = None  # None: $FUSEC_DUMP_DIR (read once, when the options are made)
+    execute: str | None = None  # None: triton where fusec.runtime exists, else interpret
+
+    @staticmethod
+    def from_dict(options: dict | None) -> BackendOptions:
+        options = dict(options or {})
+        known = {f.name for f in dataclasses.fields(BackendOptions)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise BackendOptionError(f"fusec: unknown option(s) {', '.join(map(repr, unknown))} (known: {', '.join(sorted(known))})")
+        execute = options.get("execute")
+        if execute is not None and execute not in EXECUTE_MODES:
+            raise BackendOptionError(f"fusec: option 'execute' must be one of {', '.join(map(repr, EXECUTE_MODES))}, got {execute!r}")
+        pipeline = options.get("pipeline")
+        if pipeline is not None and not isinstance(pipeline, str):
+            raise BackendOptionError(f"fusec: option 'pipeline' must be a string (a spec or a .pipeline file), got {type(pipeline).__name__}")
+        dump = options.get("dump_dir")
+        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute)
+
+    def pipeline_spec(self) -> str:
+        from fusec.pipeline import default_pipeline_spec, read_pipeline_file
+
+        if self.pipeline is None:
+            return default_pipeline_spec()
+        if self.pipeline.endswith(".pipeline"):
+            return read_pipeline_file(self.pipeline)
+        return self.pipeline
+
+
+def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
+    """The Dynamo backend: AOTAutograd with fusec compiling the forward, backward and inference graphs."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from fusec.pipeline import parse_pipeline_spec
+
+    options = BackendOptions.from_dict(kwargs.pop("options", None))
+    mode = kwargs.pop("mode", None)
+    if mode not in (None, "default"):
+        raise BackendOptionError(f"fusec: torch.compile(mode={mode!r}) is not supported; fusec takes options={{...}}")
+    if kwargs:
+        raise BackendOptionError(f"fusec: unexpected backend argument(s) {', '.join(sorted(kwargs))}")
+    parse_pipeline_spec(options.pipeline_spec())  # a bad spec fails here, before any tracing
+    compiler = functools.partial(compile_graph, options=options)
+    return aot_autograd(
+        fw_compiler=functools.partial(compiler, kind="forward"),
+        bw_compiler=functools.partial(compiler, kind="backward"),
+        inference_compiler=functools.partial(compiler, kind="inference"),
+        decompositions=fusec_decompositions(),
+        # Recompute cheap pointwise ops in the backward rather than save them:
+        # fusion makes recomputation nearly free and saved tensors cost memory.
+        partition_fn=min_cut_rematerialization_partition,
+    )(gm, example_inputs)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: str, options: BackendOptions):
+    """One aten graph -> a boxed function (a list of arguments in, a list of outputs out)."""
+    from fusec.pipeline import run_pipeline
+    from fusec.registry import make_context
+
+    name = graph_name(kind)
+    dump = options.dump_dir / name if options.dump_dir is not None else None
+    with remarks.collect() as import_log:
+        try:
+            module, info = import_graph(gm, example_inputs, name)
+        except UnsupportedGraph as e:
+            return _eager(gm, name, str(e), dump)
+    spec = options.pipeline_spec()
+    if dump is not None:  # written first: they help most when a pass then fails
+        dump.mkdir(parents=True, exist_ok=True)
+        (dump / "fx_graph.py").write_text(gm.print_readable(print_output=False))
+        (dump / "imported.mlir").write_text(module_text_with_locations(module))
+        (dump / "pipeline.txt").write_text(spec + "\n")
+    pipeline_log = run_pipeline(make_context(), module, spec, dump_dir=dump)
+    if dump is not None:  # the pipeline wrote its own remarks; these add the importer's
+        log = remarks.RemarkLog(import_log.remarks + pipeline_log.remarks)
+        (dump / "remarks.txt").write_text(log.text())
+        (dump / "remarks.json").write_text(log.json() + "\n")
+    return boxed_runner(info, make_executor(module, info, options.execute, dump))
+
+
+def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None,
+                  dump: Path | None = None) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+    """How a compiled graph runs (graph inputs -> graph outputs): the one place that decides.
+
+    ``execute``: "triton", "interpret", or None for triton where fusec.runtime exists.
+    """
+    if execute is None:
+        execute = "triton" if _runtime() is not None else "interpret"
+    if execute == "triton":
+        runtime = _runtime()
+        if runtime is None:
+            raise BackendOptionError("fusec: execute='triton' needs fusec.runtime, which is not available; use execute='interpret'")
+        compiled = runtime.compile_module(module, info.size_hints)
+        if dump is not None:
+            _dump_triton(compiled, dump)
+        return compiled
+    from fusec import interpreter
+
+    return functools.partial(interpreter.run, module)
+
+
+def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[torch.Tensor]]):
+    """AOTAutograd's calling convention: one list of arguments (ours to clear), a list of outputs."""
+
+    def run(args: list) -> list:
+        symbols = info.bind_symbols(args)
+        tensors = info.tensor_inputs(args, symbols)
+        args.clear()  # let the inputs die as early as the graph allows
+        return info.assemble_outputs(list(execute(tensors)), symbols)
+
+    run._boxed_call = True
+    return run
+
+
+def _dump_triton(compiled, dump: Path) -> None:
+    """The generated code: the host launcher and each kernel's Triton source."""
+    (dump / "launcher.py").write_text(compiled.source)
+    for kernel in compiled.kernels:
+        (dump / f"{kernel.name}.py").write_text(kernel.source)
+
+
+def _runtime():
+    """fusec.runtime where it exists (it compiles modules to Triton), else None."""
+    if importlib.util.find_spec("fusec.runtime") is None:
+        return None
+    runtime = importlib.import_module("fusec.runtime")
+    return runtime if hasattr(runtime, "compile_module") else None
+
+
+def _eager(gm: torch.fx.GraphModule, name: str, reason: str, dump: Path | None):
+    """A graph the IR cannot express runs as torch ops, with a warning saying why."""
+    from functorch.compile import make_boxed_func
+
+    warnings.warn(f"fusec: graph {name} runs with torch (not compiled): {reason}", stacklevel=2)
+    if dump is not None:
+        dump.mkdir(parents=True, exist_ok=True)
+        (dump / "fx_graph.py").write_text(gm.print_readable(print_output=False))
+        (dump / "not-compiled.txt").write_text(reason + "\n")
+    return make_boxed_func(gm.forward)
+
+
+_names: set[str] = set()
+_counter = itertools.count()
+
+
+def graph_name(kind: str) -> str:
+    """``forward_0_1``: the kind and Dynamo's compile id (frame, recompile), so a forward and its backward pair up."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    suffix = re.sub(r"\W+", "_", str(compile_id)).strip("_") if compile_id is not None else str(next(_counter))
+    name = f"{kind}_{suffix}"
+    for n in itertools.count(1):
+        if name not in _names:
+            break
+        name = f"{kind}_{suffix}_{n}"
+    _names.add(name)
+    return name
+
+
+def module_text_with_locations(module: ModuleOp) -> str:
+    """The IR with each op's FX node and source line: ``loc("mul_3"("model.py":12:9))``."""
+    out = StringIO()
+    Printer(stream=out, print_debuginfo=True).print_op(module)
+    out.write("\n")
+    return out.getvalue()

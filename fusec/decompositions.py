@@ -1,0 +1,192 @@
+"""fusec's decomposition table for AOTAutograd: what reaches the importer.
+
+The importer understands pointwise ops, reductions, views, cat/index/gather,
+constants and symbolic sizes natively; everything else becomes a ``fusec.extern``
+(a torch call at run time).  So the table decomposes composite ops into those
+pieces, which lets the fusion passes see inside them (a layer norm becomes two
+reductions and a handful of pointwise ops that fuse with their neighbours),
+and it leaves alone what only a library does well (mm, bmm, convolution).
+
+Built from torch's own tables, so a decomposition means what torch says it
+means: ``core_aten_decompositions()`` (down to the Core ATen opset) plus, from
+``torch._decomp.decomposition_table``, the ops Core ATen keeps but fusec wants
+in pieces.  Op names are looked up by name so one list serves torch 2.11-2.13
+(an op a version lacks is skipped).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+# Core ATen keeps these as single ops; fusec wants them as reductions + pointwise
+# ops so the statistics fuse with the normalisation that uses them.
+NORMALIZATION = [
+    "native_layer_norm", "native_layer_norm_backward",
+    "native_group_norm", "native_group_norm_backward",
+    "native_batch_norm", "native_batch_norm_backward", "batch_norm_backward",
+    "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+    "_batch_norm_with_update", "_batch_norm_with_update_functional", "_batch_norm_no_update",
+    "rms_norm", "_fused_rms_norm", "_fused_rms_norm_backward",
+]
+
+# A softmax is amax, sub, exp, sum, div: the textbook reduction-fusion case.
+SOFTMAX = ["_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data", "logsumexp"]
+
+# Activations and their backward formulas are short pointwise chains that
+# should fuse into the producer of their input rather than run as one kernel each.
+ACTIVATIONS = [
+    "gelu", "gelu_backward", "silu", "silu_backward", "hardtanh", "hardtanh_backward",
+    "leaky_relu", "leaky_relu_backward", "elu", "elu_backward", "softplus", "softplus_backward",
+    "mish", "mish_backward", "hardswish", "hardswish_backward", "hardsigmoid", "hardsigmoid_backward",
+    "sigmoid_backward", "tanh_backward", "threshold_backward", "glu", "glu_backward",
+    "log_sigmoid_forward", "log_sigmoid_backward", "logit", "logit_backward",
+]
+
+# Statistics (var, std, var_mean, std_mean) are fusec's own decompositions below:
+# torch's come from torch._refs and emit prims.var.  `mean` is *not* decomposed:
+# the importer maps it itself (a sum divided by the symbolic element count).
+
+# Losses reduce to gather/where/log/sum; their backward formulas likewise.
+LOSSES = [
+    "nll_loss_forward", "nll_loss_backward", "mse_loss", "mse_loss_backward",
+    "binary_cross_entropy", "binary_cross_entropy_backward", "binary_cross_entropy_with_logits",
+    "smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss", "huber_loss_backward", "soft_margin_loss",
+]
+
+# Lookups become index_select / index.Tensor (fusec.index); the embedding
+# backward becomes an index_put (extern), the rest of the backward fuses.
+INDEXING = ["embedding", "embedding_dense_backward", "_unsafe_index", "select_backward", "slice_backward"]
+
+# Dropout is a random mask (rand_like, an extern) and pointwise ops that fuse.
+RANDOM = ["native_dropout", "native_dropout_backward"]
+
+# Matrix-vector products are a multiply and a sum: fusable reductions, where a
+# library call would gain little.
+SMALL_PRODUCTS = ["mv", "dot", "addmv"]
+
+FROM_TORCH = NORMALIZATION + SOFTMAX + ACTIVATIONS + LOSSES + INDEXING + RANDOM + SMALL_PRODUCTS
+
+# Never decomposed: a library (cuBLAS, cuDNN) beats anything fusec would generate,
+# so they stay single ops and run as fusec.extern.
+EXTERN = ["mm", "bmm", "convolution", "convolution_backward", "_convolution"]
+
+
+def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    """addmm -> mm + pointwise epilogue, so the bias add fuses with what follows (a ReLU, a GELU).
+
+    torch's own decomposition upcasts fp16/bf16 operands to fp32 before the mm
+    (``pw_cast_for_opmath``), which would make the library call run in fp32: this
+    one keeps the mm in the input dtype.
+    """
+    out = torch.mm(mat1, mat2)
+    return _epilogue(self, out, beta, alpha)
+
+
+def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """baddbmm -> bmm + pointwise epilogue (same reasons as addmm)."""
+    return _epilogue(self, torch.bmm(batch1, batch2), beta, alpha)
+
+
+def _epilogue(bias, product, beta, alpha):
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return product + (bias if beta == 1 else bias * beta)
+
+
+def _moments(x, dim, correction, keepdim):
+    """(variance, mean) in aten ops: mean, (x - mean)^2, sum, divide by max(n - correction, 0).
+
+    Low-precision floats are computed in fp32 like torch does, then rounded back.
+    """
+    dims = list(range(x.dim())) if dim is None or (not isinstance(dim, int) and len(dim) == 0) else ([dim] if isinstance(dim, int) else list(dim))
+    dims = [d % x.dim() if x.dim() else 0 for d in dims]
+    n = 1
+    for d in dims:
+        n = n * (x.shape[d] if x.dim() else 1)
+    correction = 1 if correction is None else correction
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    xc = x.to(compute)
+    if not dims:  # a 0-d input: the "reduction" is the element itself
+        mean = xc
+        var = (xc - mean) * (xc - mean) / torch.sym_max(n - correction, 0)
+        return var.to(x.dtype), mean.to(x.dtype)
+    mean = torch.mean(xc, dims, keepdim=True)
+    centered = xc - mean
+    var = torch.sum(centered * centered, dims, keepdim=keepdim) / torch.sym_max(n - correction, 0)
+    if not keepdim:
+        mean = torch.squeeze(mean, dims)
+    return var.to(x.dtype), mean.to(x.dtype)
+
+
+def _correction(unbiased):
+    return 1 if unbiased else 0
+
+
+def _variance_overloads() -> dict[str, Callable]:
+    def var_default(x, unbiased=True):
+        return _moments(x, None, _correction(unbiased), False)[0]
+
+    def var_dim(x, dim, unbiased=True, keepdim=False):
+        return _moments(x, dim, _correction(unbiased), keepdim)[0]
+
+    def var_correction(x, dim=None, *, correction=None, keepdim=False):
+        return _moments(x, dim, correction, keepdim)[0]
+
+    def var_mean_default(x, unbiased=True):
+        return _moments(x, None, _correction(unbiased), False)
+
+    def var_mean_dim(x, dim, unbiased=True, keepdim=False):
+        return _moments(x, dim, _correction(unbiased), keepdim)
+
+    def var_mean_correction(x, dim=None, *, correction=None, keepdim=False):
+        return _moments(x, dim, correction, keepdim)
+
+    def with_sqrt(fn, pair):
+        if pair:
+            return lambda *a, **k: (lambda vm: (torch.sqrt(vm[0]), vm[1]))(fn(*a, **k))
+        return lambda *a, **k: torch.sqrt(fn(*a, **k))
+
+    table = {
+        "var.default": var_default, "var.dim": var_dim, "var.correction": var_correction,
+        "var_mean.default": var_mean_default, "var_mean.dim": var_mean_dim, "var_mean.correction": var_mean_correction,
+    }
+    table.update({"std." + k.split(".")[1]: with_sqrt(fn, False) for k, fn in table.items() if k.startswith("var.")})
+    table.update({"std_mean." + k.split(".")[1]: with_sqrt(fn, True) for k, fn in table.items() if k.startswith("var_mean.")})
+    return table
+
+
+FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, **_variance_overloads()}
+
+
+def _packets(names: Iterable[str]) -> list:
+    return [getattr(aten, n) for n in names if hasattr(aten, n)]
+
+
+def _overloads(names: Iterable[str]) -> list:
+    return [getattr(p, o) for p in _packets(names) for o in p.overloads()]
+
+
+def fusec_decompositions() -> dict:
+    """The table to give ``aot_autograd(decompositions=...)``: op overload -> Python decomposition."""
+    return dict(_table())
+
+
+@functools.cache
+def _table() -> dict:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(_packets(FROM_TORCH)))
+    for name, fn in FUSEC_OWN.items():
+        packet, overload = name.split(".")
+        if hasattr(aten, packet) and overload in getattr(aten, packet).overloads():
+            table[getattr(getattr(aten, packet), overload)] = fn
+    for op in _overloads(EXTERN):
+        table.pop(op, None)
+    return table

@@ -1,0 +1,28 @@
+"""The one place fusec reads environment variables.
+
+``FUSEC_DUMP_DIR``: a folder where every graph the backend compiles dumps its IR
+(one subfolder per graph).  Options given to ``torch.compile`` take precedence.
+
+``FUSEC_CACHE_DIR``: where fusec.runtime caches generated kernel sources
+(default ``~/.cache/fusec``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DUMP_DIR = "FUSEC_DUMP_DIR"
+CACHE_DIR = "FUSEC_CACHE_DIR"
+
+
+def dump_dir() -> Path | None:
+    """The dump folder named by FUSEC_DUMP_DIR, or None when it is unset or empty."""
+    value = os.environ.get(DUMP_DIR, "").strip()
+    return Path(value) if value else None
+
+
+def cache_dir() -> Path:
+    """The kernel cache folder: FUSEC_CACHE_DIR, else ~/.cache/fusec."""
+    value = os.environ.get(CACHE_DIR, "").strip()
+    return Path(value) if value else Path.home() / ".cache" / "fusec"

@@ -1,0 +1,600 @@
+"""The importer's op table: how each aten op becomes fusec graph ops.
+
+One entry per aten op packet (``"add"``) or overload (``"div.Tensor_mode"``),
+each a small function of the importer and the bound call.  A function raises
+``Decline`` when a case has no native form; what it emitted is rolled back and
+the op runs as a ``fusec.extern`` with an ``extern-fallback`` remark saying why.
+Native ops that the dialect's verifier rejects (a shape equality sympy cannot
+prove, say) are rolled back the same way, so the imported IR always verifies;
+so is a lowering that fails outright (a bug, named in the remark), so that a
+valid graph always imports.
+
+Result types come from the FX node's meta.  Computed values are contiguous
+(the passes choose their layout); views carry strides derived from their
+input's layout, so that a view of a graph input describes its real memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sympy
+import torch
+import torch.fx
+from xdsl.ir import Attribute, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+from fusec.importer import GraphImporter, SymFloat, UnsupportedGraph, torch_dtype
+
+
+class Decline(Exception):
+    """This call has no native form; the message says why (it becomes the remark)."""
+
+
+@dataclass
+class Call:
+    """One aten call: its FX node and its arguments bound to the schema's names."""
+
+    node: torch.fx.Node
+    args: dict[str, object]  # schema argument name -> imported value
+
+    def __getitem__(self, name: str):
+        return self.args[name]
+
+    def get(self, name: str, default=None):
+        value = self.args.get(name, default)
+        return default if value is None else value
+
+    def input_meta(self, position: int = 0):
+        arg = self.node.args[position]
+        return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+
+
+Lowering = Callable[[GraphImporter, Call], object]
+TABLE: dict[str, Lowering] = {}
+
+# Library calls and random numbers run as torch calls by design: no remark.
+DESIGNED_EXTERNS = {
+    "mm", "bmm", "addmm", "baddbmm", "convolution", "convolution_backward", "_convolution",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "bernoulli", "normal", "uniform",
+    "arange", "native_dropout",
+}
+
+
+def lower_call(imp: GraphImporter, node: torch.fx.Node):
+    """The imported value of one aten call (an SSA value, a tuple of them, ...)."""
+    target = node.target
+    key = f"{target._opname}.{target._overloadname}"
+    if target.namespace == "aten":  # an overload's own entry first, then its packet's
+        lowering = TABLE.get(key) or TABLE.get(target._opname)
+    else:
+        lowering = TABLE.get(f"{target.namespace}.{key}")
+    if lowering is None:
+        if target.namespace == "aten" and target._opname in DESIGNED_EXTERNS:
+            return imp.extern()
+        return imp.extern(reason="fusec has no native form for it")
+    call = Call(node, _bind(target, imp.value(node.args), {k: imp.value(v) for k, v in node.kwargs.items()}))
+    before = imp.block.last_op
+    try:
+        value = lowering(imp, call)
+        for op in _ops_after(imp, before):
+            op.verify()
+        return value
+    except Decline as why:
+        reason = str(why)
+    except VerifyException as e:
+        reason = f"its native form does not verify ({e})"
+    except UnsupportedGraph:
+        raise
+    except Exception as e:  # a bug in a lowering must not stop a valid graph from compiling
+        reason = f"the importer failed on it ({type(e).__name__}: {e})"
+    for op in reversed(_ops_after(imp, before)):
+        op.detach()
+        op.erase(safe_erase=False)
+    return imp.extern(reason=reason)
+
+
+def _ops_after(imp: GraphImporter, before) -> list:
+    op = imp.block.first_op if before is None else before.next_op
+    ops = []
+    while op is not None:
+        ops.append(op)
+        op = op.next_op
+    return ops
+
+
+def _bind(target, args: Sequence, kwargs: dict) -> dict[str, object]:
+    bound: dict[str, object] = {}
+    for i, a in enumerate(target._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            bound[a.name] = args[i]
+        elif a.name in kwargs:
+            bound[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            bound[a.name] = a.default_value
+    return bound
+
+
+def lowers(*names: str):
+    def register(fn: Lowering) -> Lowering:
+        for n in names:
+            TABLE[n] = fn
+        return fn
+
+    return register
+
+
+def _contiguous(t: F.TensorType) -> F.TensorType:
+    return F.TensorType(t.dims, t.element_type)
+
+
+def _dims_list(dim, rank: int) -> list[int]:
+    """Normalised reduction dims; None or [] means all of them."""
+    if dim is None:
+        return list(range(rank))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return list(range(rank))
+    return sorted({_dim(d, rank) for d in dims})
+
+
+def _dim(d, rank: int) -> int:
+    if isinstance(d, sympy.Expr):
+        d = int(d)
+    return d % rank if rank else 0
+
+
+# ---------------------------------------------------------------- pointwise
+
+UNARY = ["neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+         "sigmoid", "erf", "erfc", "floor", "ceil", "trunc", "sign", "reciprocal", "relu", "logical_not",
+         "bitwise_not", "isnan", "isinf", "asin", "acos", "atan", "sinh", "cosh", "signbit"]
+ALIASES = {"fix": "trunc", "round.default": "round", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+           "absolute": "abs", "negative": "neg"}
+BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum", "minimum": "minimum", "atan2": "atan2",
+          "remainder": "remainder", "floor_divide": "floordiv", "bitwise_and": "bitwise_and",
+          "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "logical_and": "logical_and",
+          "logical_or": "logical_or", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+def _is_number(v) -> bool:
+    return not isinstance(v, SSAValue)
+
+
+def scalar_type(fn: str, operands: Sequence, out: F.TensorType) -> Attribute:
+    """The element type of Python-number operands.
+
+    Arithmetic converts every operand to the result type, so a number takes it
+    (torch's wrapped-number rule gives the same).  A predicate compares in the
+    operands' promoted type: a number takes the tensors' type unless its kind is
+    higher (a float against an int tensor compares in the default float type).
+    """
+    if fn not in F.PREDICATES:
+        return out.element_type
+    tensors = [torch_dtype(v.type) for v in operands if isinstance(v, SSAValue)]
+    dtype = functools.reduce(torch.promote_types, tensors) if tensors else torch.int64
+    numbers = [v for v in operands if _is_number(v)]
+    if any(isinstance(v, (float, SymFloat)) for v in numbers) and not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    elif any(isinstance(v, (int, sympy.Expr)) and not isinstance(v, bool) for v in numbers) and dtype == torch.bool:
+        dtype = torch.int64
+    return F.ELEMENT_TYPES[str(dtype).removeprefix("torch.")]
+
+
+def pointwise_call(imp: GraphImporter, fn: str, operands: Sequence, out: F.TensorType | None = None) -> SSAValue:
+    out = out or _contiguous(imp.result_type())
+    st = scalar_type(fn, operands, out)
+    return imp.pointwise(fn, [imp.tensor(v, st) for v in operands], out)
+
+
+def _unary(fn: str) -> Lowering:
+    return lambda imp, c: pointwise_call(imp, fn, [c["self"]])
+
+
+for _name in UNARY:
+    TABLE[_name] = _unary(_name)
+for _name, _fn in ALIASES.items():
+    TABLE[_name] = _unary(_fn)
+
+
+def _binary(fn: str) -> Lowering:
+    def lower(imp: GraphImporter, c: Call) -> SSAValue:
+        other = c.args.get("other", c.args.get("exponent"))
+        alpha = c.args.get("alpha", 1)
+        if not (isinstance(alpha, (int, float)) and alpha == 1):
+            out = _contiguous(imp.result_type())
+            o = imp.tensor(other, out.element_type)
+            other = imp.pointwise("mul", [o, imp.tensor(alpha, out.element_type)], F.TensorType(o.type.dims, out.element_type))
+        return pointwise_call(imp, fn, [c["self"], other])
+
+    return lower
+
+
+for _name, _fn in BINARY.items():
+    TABLE[_name] = _binary(_fn)
+TABLE["pow"] = _binary("pow")
+TABLE["max.other"] = _binary("maximum")
+TABLE["min.other"] = _binary("minimum")
+
+
+@lowers("div")
+def _div(imp: GraphImporter, c: Call) -> SSAValue:
+    mode = c.args.get("rounding_mode")
+    a, b = c["self"], c["other"]
+    if mode is None:
+        return pointwise_call(imp, "div", [a, b])
+    if mode == "floor":
+        return pointwise_call(imp, "floordiv", [a, b])
+    out = _contiguous(imp.result_type())
+    if not F.is_float(out.element_type):
+        raise Decline("rounding_mode='trunc' on integers")
+    return imp.pointwise("trunc", [pointwise_call(imp, "div", [a, b])], out)
+
+
+@lowers("logical_xor")
+def _logical_xor(imp: GraphImporter, c: Call) -> SSAValue:
+    a, b = (imp.convert(imp.tensor(v, F.BOOL), F.BOOL) for v in (c["self"], c["other"]))
+    return imp.pointwise("ne", [a, b], _contiguous(imp.result_type()))
+
+
+@lowers("clamp", "clamp_min", "clamp_max")
+def _clamp(imp: GraphImporter, c: Call) -> SSAValue:
+    out = _contiguous(imp.result_type())
+    lo, hi = c.args.get("min"), c.args.get("max")
+    if lo is None and hi is None:
+        raise Decline("clamp without bounds")
+    value = imp.tensor(c["self"], out.element_type)
+    for fn, bound in (("maximum", lo), ("minimum", hi)):
+        if bound is not None:
+            b = imp.tensor(bound, out.element_type)
+            dims = shapes.broadcast_shapes(value.type.dims, b.type.dims)
+            if dims is None:
+                raise Decline("bounds that do not provably broadcast")
+            value = imp.pointwise(fn, [value, b], F.TensorType(dims, out.element_type))
+    return value
+
+
+@lowers("where")
+def _where(imp: GraphImporter, c: Call) -> SSAValue:
+    out = _contiguous(imp.result_type())
+    cond = c["condition"]
+    if not isinstance(cond, SSAValue):
+        raise Decline("a condition that is not a tensor")
+    cond = imp.convert(cond, F.BOOL)
+    return imp.pointwise("where", [cond, imp.tensor(c["self"], out.element_type), imp.tensor(c["other"], out.element_type)], out)
+
+
+@lowers("_to_copy", "prims.convert_element_type.default")
+def _to_copy(imp: GraphImporter, c: Call) -> SSAValue:
+    src = c.input_meta()
+    if c.args.get("layout") not in (None, torch.strided) or (src is not None and src.device != imp.meta.device):
+        raise Decline("it changes the device or the layout")
+    out = _contiguous(imp.result_type())
+    x = c["self"]
+    if not isinstance(x, SSAValue):
+        raise Decline("a non-tensor operand")
+    return imp.pointwise("convert" if x.type.element_type != out.element_type else "identity", [x], out)
+
+
+@lowers("clone", "lift_fresh_copy")
+def _clone(imp: GraphImporter, c: Call) -> SSAValue:
+    return imp.pointwise("identity", [c["self"]], _contiguous(imp.result_type()))
+
+
+@lowers("alias", "detach", "lift_fresh")
+def _alias(imp: GraphImporter, c: Call):
+    return c["self"]  # the same values: the functional IR has no identity to keep
+
+
+@lowers("copy")
+def _copy(imp: GraphImporter, c: Call) -> SSAValue:
+    out = _contiguous(imp.result_type())
+    src = c["src"]
+    if list(src.type.dims) != list(out.dims):
+        src = imp.emit_value(F.ExpandOp(src, F.TensorType(out.dims, src.type.element_type)))
+    return imp.pointwise("convert" if src.type.element_type != out.element_type else "identity", [src], out)
+
+
+# ---------------------------------------------------------------- constants
+
+
+def _filled(imp: GraphImporter, value) -> SSAValue:
+    out = _contiguous(imp.result_type())
+    if isinstance(value, (bool, int, float)):
+        return imp.constant(value, out)
+    scalar = imp.convert(imp.tensor(value, out.element_type), out.element_type)  # a size, a 0-d tensor
+    if out.rank:
+        return imp.emit_value(F.ExpandOp(scalar, out))
+    return imp.pointwise("identity", [scalar], out)
+
+
+@lowers("full", "full_like", "new_full")
+def _full(imp: GraphImporter, c: Call) -> SSAValue:
+    return _filled(imp, c["fill_value"])
+
+
+@lowers("scalar_tensor")
+def _scalar_tensor(imp: GraphImporter, c: Call) -> SSAValue:
+    return _filled(imp, c["s"])
+
+
+@lowers("fill")
+def _fill(imp: GraphImporter, c: Call) -> SSAValue:
+    return _filled(imp, c["value"])
+
+
+@lowers("zeros", "zeros_like", "new_zeros", "empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided")
+def _zeros(imp: GraphImporter, c: Call) -> SSAValue:
+    return _filled(imp, 0)  # an empty tensor's contents are unspecified: zeros will do
+
+
+@lowers("ones", "ones_like", "new_ones")
+def _ones(imp: GraphImporter, c: Call) -> SSAValue:
+    return _filled(imp, 1)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def reduce(imp: GraphImporter, kind: str, x: SSAValue, dims: list[int], keepdim: bool, out: F.TensorType) -> SSAValue:
+    """fusec.reduce with torch's result dtype (sum of ints gives int64, any of uint8 gives uint8...)."""
+    natural = F.I64 if kind in ("argmax", "argmin") else F.BOOL if kind in ("any", "all") else out.element_type
+    if kind in ("sum", "prod"):
+        x = imp.convert(x, out.element_type)
+    if x.type.rank == 0:  # nothing to reduce over: the element itself
+        if kind in ("argmax", "argmin"):
+            return imp.constant(0, out)
+        x = imp.convert(x, natural)
+        return imp.pointwise("convert" if x.type.element_type != out.element_type else "identity", [x], out)
+    value = imp.emit_value(F.ReduceOp(kind, x, dims, keepdim, F.TensorType(out.dims, natural)))
+    return imp.convert(value, out.element_type)
+
+
+def _reduction(kind: str, dim_arg: str | None = "dim") -> Lowering:
+    def lower(imp: GraphImporter, c: Call) -> SSAValue:
+        x = c["self"]
+        dims = _dims_list(c.args.get(dim_arg) if dim_arg else None, x.type.rank)
+        return reduce(imp, kind, x, dims, bool(c.args.get("keepdim", False)), _contiguous(imp.result_type()))
+
+    return lower
+
+
+for _kind, _op in [("sum", "sum"), ("prod", "prod"), ("max", "amax"), ("min", "amin"), ("any", "any"), ("all", "all")]:
+    TABLE[_op] = _reduction(_kind)
+TABLE["max.default"] = _reduction("max", None)
+TABLE["min.default"] = _reduction("min", None)
+
+
+@lowers("max.dim", "min.dim")
+def _max_dim(imp: GraphImporter, c: Call) -> tuple[SSAValue, SSAValue]:
+    kind = "max" if c.node.target._opname == "max" else "min"
+    x, keepdim = c["self"], bool(c.args.get("keepdim", False))
+    dims = _dims_list(c["dim"], x.type.rank)
+    values = reduce(imp, kind, x, dims, keepdim, _contiguous(imp.result_type(0)))
+    indices = reduce(imp, "arg" + kind, x, dims, keepdim, _contiguous(imp.result_type(1)))
+    return values, indices
+
+
+@lowers("argmax", "argmin")
+def _argmax(imp: GraphImporter, c: Call) -> SSAValue:
+    kind, x = c.node.target._opname, c["self"]
+    out = _contiguous(imp.result_type())
+    keepdim = bool(c.args.get("keepdim", False))
+    if c.args.get("dim") is not None:
+        return reduce(imp, kind, x, _dims_list(c["dim"], x.type.rank), keepdim, out)
+    # dim=None: the flat index over all elements
+    flat = x if x.type.rank <= 1 else imp.emit_value(F.ReshapeOp(x, F.TensorType([shapes.numel(x.type.dims)], x.type.element_type)))
+    index = reduce(imp, kind, flat, [0] if flat.type.rank else [], False, F.TensorType([], out.element_type))
+    return imp.emit_value(F.ReshapeOp(index, out)) if out.rank else index
+
+
+@lowers("mean")
+def _mean(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    out = _contiguous(imp.result_type())
+    dims = _dims_list(c.args.get("dim"), x.type.rank)
+    keepdim = bool(c.args.get("keepdim", False))
+    total = reduce(imp, "sum", x, dims, keepdim, out)
+    count = shapes.numel([x.type.dims[d] for d in dims]) if x.type.rank else sympy.Integer(1)
+    divisor = imp.constant(float(count), F.TensorType([], out.element_type)) if count.is_Integer else imp.symbolic(count)
+    return imp.pointwise("div", [total, divisor], out)
+
+
+# ---------------------------------------------------------------- views
+
+
+def _view_type(x: SSAValue, dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr] | None) -> F.TensorType:
+    return F.TensorType(dims, x.type.element_type, strides)
+
+
+def reshape(imp: GraphImporter, x: SSAValue, dims: Sequence[sympy.Expr], meta_layout: F.TensorType | None = None) -> SSAValue:
+    """A reshape to ``dims``: contiguous in, contiguous out; otherwise torch's strides from the meta."""
+    if list(x.type.dims) == list(dims) and x.type.is_contiguous:
+        return x
+    strides = None if x.type.is_contiguous or meta_layout is None else meta_layout.layout
+    return imp.emit_value(F.ReshapeOp(x, _view_type(x, dims, strides)))
+
+
+@lowers("view", "_unsafe_view", "reshape", "_reshape_alias", "view_copy", "squeeze", "unsqueeze", "flatten",
+        "unflatten", "squeeze_copy", "unsqueeze_copy")
+def _reshape(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    meta = imp.result_type(layout=True)
+    if list(x.type.dims) == list(meta.dims):
+        return x
+    return reshape(imp, x, meta.dims, meta)
+
+
+@lowers("permute", "permute_copy")
+def _permute(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    return permute(imp, x, [_dim(d, x.type.rank) for d in c["dims"]])
+
+
+def permute(imp: GraphImporter, x: SSAValue, perm: list[int]) -> SSAValue:
+    if perm == list(range(len(perm))):
+        return x
+    t = x.type
+    return imp.emit_value(F.PermuteOp(x, perm, _view_type(x, [t.dims[p] for p in perm], [t.layout[p] for p in perm])))
+
+
+@lowers("transpose")
+def _transpose(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    rank = x.type.rank
+    if rank < 2:
+        return x
+    a, b = _dim(c["dim0"], rank), _dim(c["dim1"], rank)
+    perm = list(range(rank))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(imp, x, perm)
+
+
+@lowers("t")
+def _t(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    return permute(imp, x, [1, 0]) if x.type.rank == 2 else x
+
+
+@lowers("expand", "expand_copy")
+def _expand(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    out_dims = imp.result_type().dims
+    if list(out_dims) == list(x.type.dims):
+        return x
+    lead = len(out_dims) - x.type.rank
+    strides = [sympy.Integer(0)] * lead + [
+        sympy.Integer(0) if d == 1 and out_dims[lead + k] != 1 else s for k, (d, s) in enumerate(zip(x.type.dims, x.type.layout))]
+    return imp.emit_value(F.ExpandOp(x, _view_type(x, out_dims, strides)))
+
+
+def slice_view(imp: GraphImporter, x: SSAValue, d: int, start: sympy.Expr, step: int, length: sympy.Expr) -> SSAValue:
+    t = x.type
+    if start == 0 and step == 1 and length == t.dims[d]:
+        return x
+    dims = list(t.dims)
+    dims[d] = length
+    strides = list(t.layout)
+    strides[d] = strides[d] * step
+    return imp.emit_value(F.SliceOp(x, d, start, step, _view_type(x, dims, strides)))
+
+
+def _start(value, size: sympy.Expr) -> sympy.Expr:
+    """A slice start or select index as torch normalises it: None is 0, negatives count from the end."""
+    if value is None:
+        return sympy.Integer(0)
+    if isinstance(value, int):
+        if value >= 0:
+            return sympy.Integer(value)
+        start = size + value
+        return sympy.Max(start, 0) if not size.is_Integer else sympy.Integer(max(int(start), 0))
+    if isinstance(value, sympy.Expr):
+        return value
+    raise Decline(f"a slice bound {value!r}")
+
+
+@lowers("slice")
+def _slice(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    d = _dim(c.get("dim", 0), x.type.rank)
+    step = c.get("step", 1)
+    if not isinstance(step, int):
+        step = int(step) if isinstance(step, sympy.Expr) and step.is_Integer else None
+    if step is None:
+        raise Decline("a symbolic slice step")
+    start = _start(c.args.get("start"), x.type.dims[d])
+    return slice_view(imp, x, d, start, step, imp.result_type().dims[d])
+
+
+@lowers("select")
+def _select(imp: GraphImporter, c: Call) -> SSAValue:
+    x = c["self"]
+    d = _dim(c["dim"], x.type.rank)
+    index = c["index"]
+    if isinstance(index, int) and index < 0:
+        index = x.type.dims[d] + index
+    one = slice_view(imp, x, d, shapes.as_expr(index) if isinstance(index, int) else index, 1, sympy.Integer(1))
+    meta = imp.result_type(layout=True)
+    return reshape(imp, one, meta.dims, meta)
+
+
+@lowers("split", "split_with_sizes", "unbind", "split_copy", "split_with_sizes_copy", "unbind_copy")
+def _split(imp: GraphImporter, c: Call) -> list[SSAValue]:
+    x = c["self"]
+    d = _dim(c.get("dim", 0), x.type.rank)
+    unbind = c.node.target._opname.startswith("unbind")
+    pieces, start = [], sympy.Integer(0)
+    for i in range(len(imp.meta)):
+        piece_type = imp.result_type(i, layout=True)
+        length = sympy.Integer(1) if unbind else piece_type.dims[d]
+        piece = slice_view(imp, x, d, start, 1, length)
+        pieces.append(reshape(imp, piece, piece_type.dims, piece_type) if unbind else piece)
+        start = start + length
+    return pieces
+
+
+@lowers("cat", "concat", "concatenate")
+def _cat(imp: GraphImporter, c: Call) -> SSAValue:
+    out = _contiguous(imp.result_type())
+    d = _dim(c.get("dim", 0), out.rank)
+    # torch skips 1-d empty tensors in a cat of higher rank (a legacy rule)
+    inputs = [imp.convert(v, out.element_type) for v in c["tensors"] if not (v.type.rank == 1 and v.type.dims[0] == 0 and out.rank > 1)]
+    if len(inputs) == 1:
+        return imp.pointwise("identity", inputs, out)
+    return imp.emit_value(F.CatOp(inputs, d, out))
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def _index(imp: GraphImporter, x: SSAValue, index: SSAValue, d: int) -> SSAValue:
+    if index.type.element_type not in (F.I64, F.I32):
+        raise Decline(f"an index of type {index.type.element_type}")
+    return imp.emit_value(F.IndexOp(x, index, d, _contiguous(imp.result_type())))
+
+
+@lowers("index_select")
+def _index_select(imp: GraphImporter, c: Call) -> SSAValue:
+    x, index = c["self"], c["index"]
+    if index.type.rank == 0:
+        index = imp.emit_value(F.ReshapeOp(index, F.TensorType([1], index.type.element_type)))
+    return _index(imp, x, index, _dim(c["dim"], x.type.rank))
+
+
+@lowers("embedding")
+def _embedding(imp: GraphImporter, c: Call) -> SSAValue:
+    return _index(imp, c["weight"], c["indices"], 0)
+
+
+@lowers("index.Tensor", "_unsafe_index.Tensor")
+def _index_tensor(imp: GraphImporter, c: Call) -> SSAValue:
+    x, indices = c["self"], list(c["indices"])
+    present = [i for i, v in enumerate(indices) if v is not None]
+    if len(present) != 1:
+        raise Decline(f"{len(present)} index tensors (fusec.index takes one)")
+    d, index = present[0], indices[present[0]]
+    if index.type.element_type not in (F.I64, F.I32):
+        raise Decline(f"an index of type {index.type.element_type}")
+    return _index(imp, x, _wrap_negative(imp, index, x.type.dims[d]), d)
+
+
+def _wrap_negative(imp: GraphImporter, index: SSAValue, size: sympy.Expr) -> SSAValue:
+    """``index < 0 ? index + size : index``: advanced indexing counts negative indices from the end."""
+    et, dims = index.type.element_type, index.type.dims
+    negative = imp.pointwise("lt", [index, imp.constant(0, F.TensorType([], et))], F.TensorType(dims, F.BOOL))
+    shifted = imp.pointwise("add", [index, imp.tensor(size, et)], F.TensorType(dims, et))
+    return imp.pointwise("where", [negative, shifted, index], F.TensorType(dims, et))
+
+
+@lowers("gather")
+def _gather(imp: GraphImporter, c: Call) -> SSAValue:
+    x, index = c["self"], c["index"]
+    if index.type.element_type not in (F.I64, F.I32):
+        raise Decline(f"an index of type {index.type.element_type}")
+    return imp.emit_value(F.GatherOp(x, index, _dim(c["dim"], x.type.rank), _contiguous(imp.result_type())))

@@ -1,0 +1,550 @@
+"""fusec's way in from PyTorch: an aten FX graph (after AOTAutograd) -> a module holding one ``fusec.graph``.
+
+    module, info = import_graph(gm, example_inputs, name="forward_0")
+
+Tensor placeholders become the graph's inputs, typed from ``node.meta["val"]``
+(FakeTensors): dims are integers or, under ``dynamic=True``, expressions over
+the ShapeEnv's size symbols (s0, s27, ...), never the example's values.  SymInt
+placeholders are not graph inputs: ``ImportInfo`` says what each placeholder
+is, binds the symbols from the actual arguments and rebuilds the output
+structure AOTAutograd expects.  Each aten op becomes fusec ops (the table is in
+``fusec.import_ops``); an op without a mapping becomes a ``fusec.extern``
+with an ``extern-fallback`` remark, so importing a valid graph does not fail.
+Only what the IR cannot express at all (a complex dtype, a data-dependent
+size, an in-place op) raises ``UnsupportedGraph``.
+
+Every op carries the FX node's name and the user's source line as its MLIR
+location: ``loc("mul_3"("model.py":12:9))`` (printed with ``print_debuginfo``).
+"""
+
+from __future__ import annotations
+
+import linecache
+import operator
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+import torch.fx
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, NameLoc, NoneAttr, StringAttr
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from fusec import remarks, shapes
+from fusec.dialects import fusec as F
+from fusec.import_exprs import UnsupportedExpr, check_printable, int_expr, symbol_bounds
+
+
+class UnsupportedGraph(Exception):
+    """The graph uses something the fusec IR cannot express; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class SymFloat:
+    """A SymFloat value (Dynamo's sympy expression, e.g. ``2.0/(ToFloat(s0) - 1.0)``), emitted where used."""
+
+    expr: sympy.Expr
+
+
+# ---------------------------------------------------------------- what the backend needs
+
+
+@dataclass(frozen=True)
+class InputSlot:
+    """One FX placeholder: a tensor input of the graph, the value of a size expression, or unused."""
+
+    kind: str  # "tensor" | "symint" | "unused"
+    index: int = -1  # tensor: its position among the graph's inputs
+    expr: sympy.Expr | None = None  # symint: the size expression it holds
+
+
+@dataclass(frozen=True)
+class OutputSlot:
+    """One element of the FX graph's output: a graph output, a size expression or a Python value."""
+
+    kind: str  # "tensor" | "symint" | "value"
+    index: int = -1  # tensor: its position among fusec.output's operands
+    expr: sympy.Expr | None = None
+    value: object = None
+
+
+@dataclass
+class ImportInfo:
+    """How the FX graph's calling convention maps onto the fusec.graph's.
+
+    The graph's inputs are the placeholders' tensors, then the constants, then
+    one *size carrier* per symbol that no tensor input has as a dim or stride
+    (a backward graph may get a size only as a SymInt): an expanded one-element
+    int8 tensor ``!fusec.tensor<[s0], i8, strides [0]>``, so that an executor
+    binds every symbol from tensor shapes alone.
+    """
+
+    graph_name: str
+    inputs: tuple[InputSlot, ...]
+    input_types: tuple[F.TensorType, ...]  # of every graph input: placeholders' tensors, constants, carriers
+    constants: tuple[torch.Tensor, ...]  # get_attr tensors, passed after the placeholders' tensors
+    outputs: tuple[OutputSlot, ...]
+    symbols: dict[str, tuple[int, int | None]]  # name -> (lower, upper or None)
+    size_hints: dict[str, int] = field(default_factory=dict)  # example values: for block sizes, never for code
+    externs: tuple[str, ...] = ()  # targets that fell back to extern
+    carriers: tuple[str, ...] = ()  # symbols passed as size-carrier inputs, in order
+    device: torch.device = torch.device("cpu")  # where the FX graph's tensors live
+    _moved: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def tensor_inputs(self, args: Sequence, symbols: dict[str, int] | None = None) -> list[torch.Tensor]:
+        """The graph's inputs, in order, from the FX graph's arguments (``symbols`` for the carriers)."""
+        tensors = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "tensor"]
+        device = tensors[0].device if tensors else self.device
+        tensors += self._constants_on(device)
+        if self.carriers:
+            symbols = self.bind_symbols(args) if symbols is None else symbols
+            one = torch.zeros(1, dtype=torch.int8, device=device)
+            tensors += [one.expand(symbols[s]) for s in self.carriers]
+        return tensors
+
+    def _constants_on(self, device: torch.device) -> list[torch.Tensor]:
+        # A lifted constant (torch.tensor(2.0) in the user's code) lives on the CPU; kernels need it beside the inputs.
+        if device not in self._moved:
+            self._moved[device] = [c.to(device) for c in self.constants]
+        return self._moved[device]
+
+    def bind_symbols(self, args: Sequence) -> dict[str, int]:
+        """Every declared symbol's value, from the tensors' sizes and strides and the SymInt arguments."""
+        env: dict[str, int] = {}
+        tensors = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "tensor"] + list(self.constants)
+        for t, ty in zip(tensors, self.input_types):
+            for expr, actual in zip(ty.dims + (ty.layout if not ty.is_contiguous else []), list(t.shape) + (list(t.stride()) if not ty.is_contiguous else [])):
+                if isinstance(expr, sympy.Symbol):
+                    env.setdefault(expr.name, int(actual))
+        for slot, arg in zip(self.inputs, args):
+            if slot.kind == "symint" and isinstance(slot.expr, sympy.Symbol):
+                env.setdefault(slot.expr.name, int(arg))
+        missing = sorted(set(self.symbols) - set(env))
+        if missing:
+            raise RuntimeError(f"fusec: @{self.graph_name}: cannot find the value of size symbols {missing} in its arguments")
+        return env
+
+    def assemble_outputs(self, tensors: Sequence[torch.Tensor], env: dict[str, int]) -> list:
+        """The FX graph's outputs from the graph's output tensors (and the symbol values)."""
+        out = []
+        for slot in self.outputs:
+            if slot.kind == "tensor":
+                out.append(tensors[slot.index])
+            elif slot.kind == "symint":
+                out.append(shapes.evaluate(slot.expr, env))
+            else:
+                out.append(slot.value)
+        return out
+
+
+def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, name: str = "graph") -> tuple[ModuleOp, ImportInfo]:
+    """Import an aten FX graph; raises UnsupportedGraph only for what the IR cannot express."""
+    return GraphImporter(gm, example_inputs, name).run()
+
+
+# ---------------------------------------------------------------- dtypes and locations
+
+
+def element_type(dtype: torch.dtype) -> Attribute:
+    name = str(dtype).removeprefix("torch.")
+    if name not in F.ELEMENT_TYPES:
+        raise UnsupportedGraph(f"dtype {dtype} has no fusec element type")
+    return F.ELEMENT_TYPES[name]
+
+
+def torch_dtype(t: Attribute) -> torch.dtype:
+    return getattr(torch, F.dtype_name(F.element_of(t)))
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def node_location(node: torch.fx.Node) -> NameLoc:
+    """``"node_name"("file":line:col)``: the FX node and the user's line that created it."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = list(_FRAME.finditer(trace))
+    where: Attribute = NoneAttr()
+    if frames:
+        last = frames[-1]
+        file, line = last.group(1), int(last.group(2))
+        where = FileLineColLoc(StringAttr(file), IntAttr(line), IntAttr(_column(trace[last.end():], file, line)))
+    return NameLoc(StringAttr(node.name), where)
+
+
+def _column(after_frame: str, file: str, line: int) -> int:
+    """1-based column of the caret under the source line, or 0 when the trace has none."""
+    lines = after_frame.split("\n")[1:3]
+    if len(lines) < 2 or "^" not in lines[1]:
+        return 0
+    shown, carets = lines
+    offset = carets.index("^") - (len(shown) - len(shown.lstrip()))
+    original = linecache.getline(file, line)
+    return (len(original) - len(original.lstrip())) + offset + 1
+
+
+def _skipped(target) -> bool:
+    """Runtime checks and annotations with no value: nothing to compute."""
+    name = getattr(target, "__name__", "") if not isinstance(target, torch._ops.OpOverload) else target._opname
+    return name in {"_assert_scalar", "_assert_tensor_metadata", "_assert_async", "sym_constrain_range",
+                    "sym_constrain_range_for_size", "_check", "_check_is_size", "_print", "record_stream"}
+
+
+# ---------------------------------------------------------------- the importer
+
+
+class GraphImporter:
+    """Walks the FX graph once, in order, building the fusec.graph's block."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str):
+        self.gm, self.name = gm, name
+        self.example_inputs = list(example_inputs)
+        self.block = Block()
+        self.values: dict[torch.fx.Node, object] = {}
+        self.node: torch.fx.Node | None = None
+        self._location: NameLoc | None = None
+        self.slots: list[InputSlot] = []
+        self.constants: list[torch.Tensor] = []
+        self.externs: list[str] = []
+        self.shape_env = None
+
+    # ---- driving
+
+    def run(self) -> tuple[ModuleOp, ImportInfo]:
+        _ensure_meta(self.gm, self.example_inputs)
+        self.shape_env = _find_shape_env(self.gm, self.example_inputs)
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for i, node in enumerate(placeholders):
+            self._at(node)
+            self._placeholder(node, self.example_inputs[i] if i < len(self.example_inputs) else None)
+        output_slots: list[OutputSlot] = []
+        outputs: list[SSAValue] = []
+        for node in self.gm.graph.nodes:
+            self._at(node)
+            if node.op == "get_attr":
+                self._get_attr(node)
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op == "output":
+                output_slots = self._output(node, outputs)
+            elif node.op != "placeholder":
+                raise UnsupportedGraph(f"FX node {node.name}: '{node.op}' nodes are not aten graphs (run AOTAutograd first)")
+        output_op = F.OutputOp(outputs)
+        output_op.location = self._location
+        self.block.add_op(output_op)
+        symbols = self._declared_symbols()
+        carriers = self._add_size_carriers(symbols)
+        graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
+                          [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
+        info = ImportInfo(self.name, tuple(self.slots), tuple(a.type for a in self.block.args), tuple(self.constants),
+                          tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
+                          _graph_device(self.gm))
+        return ModuleOp([graph]), info
+
+    def _add_size_carriers(self, symbols: dict) -> tuple[str, ...]:
+        carried = {e.name for a in self.block.args for e in a.type.dims + a.type.layout if isinstance(e, sympy.Symbol)}
+        carriers = tuple(s for s in symbols if s not in carried)
+        for s in carriers:
+            carrier = F.TensorType([shapes.symbol(s)], F.I8, [0])
+            self.block.insert_arg(carrier, len(self.block.args))
+        return carriers
+
+    def _at(self, node: torch.fx.Node) -> None:
+        self.node = node
+        self._location = node_location(node)
+
+    def _placeholder(self, node: torch.fx.Node, example) -> None:
+        val = node.meta.get("val", example)
+        if isinstance(val, torch.Tensor):
+            arg = self.block.insert_arg(self.type_of(val, layout=True), len(self.block.args))
+            self.slots.append(InputSlot("tensor", len(self.block.args) - 1))
+            self.values[node] = arg
+        elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            expr = self.size(val)
+            self.slots.append(InputSlot("symint", expr=expr))
+            self.values[node] = expr
+        else:
+            self.slots.append(InputSlot("unused"))
+            self.values[node] = val
+
+    def _get_attr(self, node: torch.fx.Node) -> None:
+        obj = getattr(self.gm, node.target)
+        if not isinstance(obj, torch.Tensor):
+            raise UnsupportedGraph(f"FX node {node.name}: attribute {node.target} is a {type(obj).__name__}, not a tensor")
+        # A constant tensor (a lifted torch.tensor([...])) becomes one more graph input.
+        self.constants.append(obj)
+        self.values[node] = self.block.insert_arg(self.type_of(obj, layout=True), len(self.block.args))
+
+    def _call(self, node: torch.fx.Node) -> None:
+        from fusec.import_ops import lower_call  # the op table imports this module
+
+        target = node.target
+        if _skipped(target):
+            return
+        val = node.meta.get("val")
+        if target is operator.getitem:
+            self.values[node] = self.value(node.args[0])[node.args[1]]
+            return
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)) and not isinstance(val, torch.Tensor):
+            self.values[node] = self.scalar_of(val)  # size arithmetic: its expression is in the meta
+            return
+        if not isinstance(target, torch._ops.OpOverload):
+            raise UnsupportedGraph(f"FX node {node.name}: {target} is not an aten op")
+        if target._schema.is_mutable:
+            raise UnsupportedGraph(f"FX node {node.name}: {target} mutates its inputs (fusec imports functional graphs)")
+        self.values[node] = lower_call(self, node)
+
+    def _output(self, node: torch.fx.Node, outputs: list[SSAValue]) -> list[OutputSlot]:
+        results = node.args[0]
+        results = results if isinstance(results, (list, tuple)) else [results]
+        slots = []
+        for r in results:
+            v = self.value(r) if isinstance(r, torch.fx.Node) else r
+            if isinstance(v, SSAValue):
+                if v not in outputs:
+                    outputs.append(v)
+                slots.append(OutputSlot("tensor", outputs.index(v)))
+            elif isinstance(v, sympy.Expr):
+                slots.append(OutputSlot("symint", expr=v))
+            elif v is None or isinstance(v, (bool, int, float)):
+                slots.append(OutputSlot("value", value=v))
+            else:
+                raise UnsupportedGraph(f"graph output {r} is a {type(v).__name__}")
+        return slots
+
+    # ---- symbols
+
+    def _declared_symbols(self) -> dict[str, tuple[int, int | None]]:
+        used: list[str] = []
+        for slot in self.slots:
+            if slot.kind == "symint":
+                used += sorted(shapes.free_size_symbols([slot.expr]))
+        for arg in self.block.args:
+            used += sorted(shapes.free_size_symbols(arg.type.dims + arg.type.layout))
+        for op in self.block.walk():
+            used += sorted({name for name, _ in F.op_symbol_uses(op)})
+        ranges = {str(k): v for k, v in getattr(self.shape_env, "var_to_range", {}).items()}
+        backed = self._backed_values()
+        declared: dict[str, tuple[int, int | None]] = {}
+        for name in dict.fromkeys(used):
+            if self.shape_env is not None and name not in backed:
+                raise UnsupportedGraph(f"size symbol {name} is data-dependent (unbacked): fusec cannot bind it from the inputs")
+            declared[name] = symbol_bounds(ranges[name]) if name in ranges else (0, None)
+        return declared
+
+    def _backed_values(self) -> dict[str, int]:
+        env = self.shape_env
+        if env is None:
+            return {}
+        table = getattr(env, "backed_var_to_val", None)
+        if table is None:
+            table = env.var_to_val
+        return {str(k): int(v) for k, v in table.items()}
+
+    def _size_hints(self, symbols) -> dict[str, int]:
+        backed = self._backed_values()
+        return {s: backed[s] for s in symbols if s in backed}
+
+    # ---- what the op table uses
+
+    @property
+    def meta(self):
+        return self.node.meta.get("val")
+
+    def size(self, value) -> sympy.Expr:
+        """A size (int or SymInt) as a fusec expression."""
+        if isinstance(value, sympy.Expr):
+            return value
+        if isinstance(value, torch.SymInt):
+            value = value.node.expr
+        try:
+            return check_printable(int_expr(value))
+        except UnsupportedExpr as e:
+            raise UnsupportedGraph(f"FX node {self.node.name}: {e}") from None
+
+    def scalar_of(self, val):
+        """A non-tensor meta value: int/SymInt -> size expression, SymFloat -> SymFloat, else itself."""
+        if isinstance(val, torch.SymInt) or (isinstance(val, int) and not isinstance(val, bool)):
+            return self.size(val)
+        if isinstance(val, torch.SymFloat):
+            return SymFloat(val.node.expr)
+        if isinstance(val, torch.SymBool):
+            return None  # only guards and asserts use these
+        return val
+
+    def type_of(self, fake: torch.Tensor, layout: bool = False, strides: Sequence | None = None) -> F.TensorType:
+        """The fusec type of a (fake) tensor; strides only where ``layout`` asks for the real ones."""
+        dims = [self.size(d) for d in fake.shape]
+        if strides is None and layout:
+            contiguous = shapes.contiguous_strides(dims)  # a size-1 dim's stride is never used: ignore it
+            strides = [c if d == 1 else self.size(s) for d, s, c in zip(dims, fake.stride(), contiguous)]
+        return F.TensorType(dims, element_type(fake.dtype), strides)
+
+    def result_type(self, index: int | None = None, layout: bool = False) -> F.TensorType:
+        val = self.meta if index is None else self.meta[index]
+        return self.type_of(val, layout)
+
+    def value(self, arg):
+        """The imported value of an FX argument (nodes resolved, lists element-wise)."""
+        if isinstance(arg, torch.fx.Node):
+            if arg not in self.values:
+                raise UnsupportedGraph(f"FX node {self.node.name}: uses {arg.name}, which has no value")
+            return self.values[arg]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self.value(a) for a in arg)
+        if isinstance(arg, torch.SymInt | torch.SymFloat):
+            return self.scalar_of(arg)
+        return arg
+
+    def emit(self, op: Operation) -> Operation:
+        op.location = self._location
+        self.block.add_op(op)
+        return op
+
+    def emit_value(self, op: Operation) -> SSAValue:
+        return self.emit(op).results[0]
+
+    def constant(self, number, t: Attribute) -> SSAValue:
+        if isinstance(number, float) and not F.is_float(F.element_of(t)):
+            number = int(number) if F.element_of(t) != F.BOOL else bool(number)
+        if F.is_float(F.element_of(t)) and isinstance(number, int) and not isinstance(number, bool):
+            number = float(number)
+        return self.emit_value(F.ConstantOp(number, t))
+
+    def symbolic(self, expr: sympy.Expr) -> SSAValue:
+        return self.emit_value(F.SymbolicOp(expr, F.TensorType([], F.I64)))
+
+    def tensor(self, value, scalar_type: Attribute) -> SSAValue:
+        """An operand as a tensor: Python scalars become 0-d constants of ``scalar_type``."""
+        if isinstance(value, SSAValue):
+            return value
+        if isinstance(value, sympy.Expr):
+            if value.is_Integer:
+                return self.constant(int(value), F.TensorType([], scalar_type))
+            return self.symbolic(value)
+        if isinstance(value, SymFloat):
+            return self.sym_float(value.expr, scalar_type if F.is_float(scalar_type) else F.F32)
+        if isinstance(value, (bool, int, float)):
+            return self.constant(value, F.TensorType([], scalar_type))
+        raise UnsupportedGraph(f"FX node {self.node.name}: operand {value!r} is not a tensor or a number")
+
+    def convert(self, v: SSAValue, et: Attribute) -> SSAValue:
+        if v.type.element_type == et:
+            return v
+        return self.emit_value(F.PointwiseOp("convert", [v], F.TensorType(v.type.dims, et)))
+
+    def pointwise(self, fn: str, operands: Sequence[SSAValue], out: F.TensorType) -> SSAValue:
+        return self.emit_value(F.PointwiseOp(fn, list(operands), out))
+
+    def sym_float(self, e: sympy.Expr, et: Attribute) -> SSAValue:
+        """A SymFloat expression computed with 0-d pointwise ops in ``et``."""
+        import torch.utils._sympy.functions as TF
+
+        scalar = F.TensorType([], et)
+        args = e.args
+        if e.is_Number:
+            return self.constant(float(e), scalar)
+        if type(e).__name__ == "ToFloat":
+            return self.convert(self.tensor(self.size(args[0]), F.I64), et)
+        if isinstance(e, (sympy.Add, sympy.Mul)):
+            fn = "add" if isinstance(e, sympy.Add) else "mul"
+            acc = self.sym_float(args[0], et)
+            for a in args[1:]:
+                acc = self.pointwise(fn, [acc, self.sym_float(a, et)], scalar)
+            return acc
+        if isinstance(e, sympy.Pow) and args[1] == -1:
+            return self.pointwise("reciprocal", [self.sym_float(args[0], et)], scalar)
+        if isinstance(e, sympy.Pow) or type(e).__name__ == "FloatPow":
+            return self.pointwise("pow", [self.sym_float(args[0], et), self.sym_float(args[1], et)], scalar)
+        if type(e).__name__ in ("FloatTrueDiv", "IntTrueDiv"):
+            return self.pointwise("div", [self.sym_float(args[0], et), self.sym_float(args[1], et)], scalar)
+        fn = type(e).__name__.removeprefix("OpaqueUnaryFn_")
+        if type(e).__name__.startswith("OpaqueUnaryFn_") and F.POINTWISE_FUNCTIONS.get(fn) == 1:
+            return self.pointwise(fn, [self.sym_float(args[0], et)], scalar)
+        if e.is_integer or any(isinstance(e, getattr(TF, n, ())) for n in ("FloorDiv", "ModularIndexing")):
+            return self.convert(self.tensor(self.size(e), F.I64), et)
+        raise UnsupportedGraph(f"FX node {self.node.name}: cannot compute the float size expression {e}")
+
+    # ---- the fallback
+
+    def extern(self, reason: str | None = None):
+        """The current node as a torch call at run time; ``reason`` (when given) becomes a remark."""
+        node = self.node
+        target = node.target
+        operands: list[SSAValue] = []
+
+        def lit(a) -> str:
+            if isinstance(a, torch.fx.Node):
+                return value_lit(self.value(a))
+            return value_lit(self.value(a))
+
+        def value_lit(v) -> str:
+            if isinstance(v, SSAValue):
+                if v not in operands:
+                    operands.append(v)
+                return f"T({operands.index(v)})"
+            if isinstance(v, sympy.Expr):
+                return str(int(v)) if v.is_Integer else f'S("{shapes.print_expr(v)}")'
+            if isinstance(v, list):
+                return "[" + ", ".join(value_lit(x) for x in v) + "]"
+            if isinstance(v, tuple):
+                return "(" + "".join(value_lit(x) + ", " for x in v) + ")"
+            if v is None or isinstance(v, (bool, int, float, str)):
+                return repr(v)
+            if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
+                return str(v)
+            if isinstance(v, torch.device):
+                return "DEVICE"
+            raise UnsupportedGraph(f"FX node {node.name}: cannot pass {v!r} ({type(v).__name__}) to {target} at run time")
+
+        parts = [lit(a) for a in node.args] + [f"{k}={lit(v)}" for k, v in node.kwargs.items()]
+        call = ", ".join(parts)
+        val = self.meta
+        many = isinstance(val, (list, tuple))
+        elements = list(val) if many else [val]
+        types = []
+        for e in elements:
+            if isinstance(e, torch.Tensor):
+                types.append(self.type_of(e, layout=True))
+            elif e is not None:
+                raise UnsupportedGraph(f"FX node {node.name}: {target} returns a {type(e).__name__}, which fusec cannot hold")
+        name = f"{target.namespace}.{target._opname}.{target._overloadname}"
+        op = self.emit(F.ExternOp(name, operands, call, types))
+        if reason is not None:
+            self.externs.append(name)
+            remarks.emit("importer", "extern-fallback", f"{name} runs as a torch call: {reason}", f"{node.name}")
+        results = iter(op.results)
+        values = [next(results) if isinstance(e, torch.Tensor) else None for e in elements]
+        if not many:
+            return values[0]
+        return type(val)(values) if isinstance(val, tuple) else values
+
+
+def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:
+    """Fill node.meta["val"] by fake propagation where a graph came without it (a hand-made graph)."""
+    nodes = [n for n in gm.graph.nodes if n.op in ("placeholder", "call_function")]
+    if all("val" in n.meta for n in nodes):
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    mode = torch._guards.detect_fake_mode(example_inputs) or FakeTensorMode(allow_non_fake_inputs=True)
+    FakeTensorProp(gm, mode).propagate(*example_inputs)
+
+
+def _graph_device(gm: torch.fx.GraphModule) -> torch.device:
+    """The device the graph computes on: an accelerator if any tensor is on one."""
+    devices = [n.meta["val"].device for n in gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
+    return next((d for d in devices if d.type != "cpu"), torch.device("cpu"))
+
+
+def _find_shape_env(gm: torch.fx.GraphModule, example_inputs: Sequence):
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt | torch.SymFloat):
+            return val.node.shape_env
+        mode = getattr(val, "fake_mode", None)
+        if mode is not None and mode.shape_env is not None:
+            return mode.shape_env
+    mode = torch._guards.detect_fake_mode(list(example_inputs))
+    return mode.shape_env if mode is not None else None

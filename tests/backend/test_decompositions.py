@@ -1,0 +1,104 @@
+"""fusec's decomposition table: composites reach the importer as pointwise ops, reductions, views and matmuls."""
+
+import pytest
+import torch
+import torch.nn.functional as Fn
+from functorch.compile import make_boxed_func
+from torch._dynamo.backends.common import aot_autograd
+
+from fusec.decompositions import EXTERN, fusec_decompositions
+from fusec.import_ops import DESIGNED_EXTERNS, TABLE
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def aten_graphs(fn, *inputs, dynamic=False):
+    """The forward and backward aten graphs AOTAutograd makes with fusec's table."""
+    graphs = []
+
+    def keep(gm, _):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    backend = aot_autograd(fw_compiler=keep, bw_compiler=keep, decompositions=fusec_decompositions())
+    torch.compile(fn, backend=backend, dynamic=dynamic, fullgraph=True)(*inputs).sum().backward()
+    return graphs
+
+
+def ops_of(gm) -> set[str]:
+    return {str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)}
+
+
+def natively_imported(op: str) -> bool:
+    namespace, name, overload = op.split(".")
+    key = f"{name}.{overload}"
+    return (namespace == "aten" and (key in TABLE or name in TABLE or name in DESIGNED_EXTERNS)) or f"{namespace}.{key}" in TABLE
+
+
+def model(x, w, b, target):
+    h = Fn.layer_norm(Fn.linear(x, w, b), (w.shape[0],))
+    h = Fn.gelu(h) + Fn.silu(h) + Fn.gelu(h, approximate="tanh")
+    h = h + Fn.rms_norm(h, (w.shape[0],)) + torch.var_mean(h, 1, keepdim=True)[0] + h.std(0)
+    return Fn.nll_loss(Fn.log_softmax(h, -1), target) + h.softmax(0).mean() + Fn.embedding(target, w).sum()
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_forward_and_backward_use_only_what_the_importer_maps(dynamic):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, generator=g, requires_grad=True)
+    w = torch.randn(8, 5, generator=g, requires_grad=True)
+    b = torch.randn(8, generator=g, requires_grad=True)
+    target = torch.randint(0, 8, (6,), generator=g)
+    graphs = aten_graphs(model, x, w, b, target, dynamic=dynamic)
+    assert len(graphs) == 2
+    used = set().union(*map(ops_of, graphs))
+    # embedding's backward is a scatter-add and nll_loss's a scatter: torch calls (with a remark)
+    leftovers = {op for op in used if not natively_imported(op)} - {"aten.index_put.default", "aten.scatter.value"}
+    assert not leftovers
+    assert not any(op.startswith("prims.") and "convert_element_type" not in op for op in used)
+    for composite in ["native_layer_norm", "_softmax", "_log_softmax", "gelu", "silu", "var_mean", "var", "_fused_rms_norm",
+                      "native_layer_norm_backward", "_log_softmax_backward_data", "_softmax_backward_data", "gelu_backward",
+                      "silu_backward", "addmm", "embedding"]:
+        assert not any(op.startswith(f"aten.{composite}.") for op in used), composite
+
+
+def test_library_ops_are_never_decomposed():
+    table = fusec_decompositions()
+    for name in EXTERN:
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            assert not any(getattr(packet, o) in table for o in packet.overloads()), name
+
+
+def test_addmm_keeps_the_matmul_in_the_input_dtype():
+    g = torch.Generator().manual_seed(0)
+    bias, x, w = (torch.randn(*s, generator=g).half() for s in [(3,), (4, 6), (6, 3)])
+    mm_dtypes = []
+
+    def keep(gm, _):
+        for n in gm.graph.nodes:
+            if n.target is aten.mm.default:
+                mm_dtypes.append(n.meta["val"].dtype)
+        return make_boxed_func(gm.forward)
+
+    backend = aot_autograd(fw_compiler=keep, decompositions=fusec_decompositions())
+    out = torch.compile(lambda b, x, w: torch.addmm(b, x, w, beta=2.0), backend=backend)(bias, x, w)
+    assert mm_dtypes == [torch.float16]
+    torch.testing.assert_close(out.float(), torch.addmm(bias.float(), x.float(), w.float(), beta=2.0), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("correction, keepdim, dims", [(1, False, None), (0, True, [1]), (2, False, [0, 1])])
+def test_variance_decomposition_matches_torch(correction, keepdim, dims):
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    decomposition = fusec_decompositions()[aten.var_mean.correction]
+    var, mean = decomposition(x, dims, correction=correction, keepdim=keepdim)
+    want_var, want_mean = torch.var_mean(x, dims, correction=correction, keepdim=keepdim)
+    torch.testing.assert_close(var, want_var)
+    torch.testing.assert_close(mean, want_mean)
