@@ -47,6 +47,7 @@ _COMING_PASSES: dict[str, tuple[str, str]] = {
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
     "reduction-fusion": ("fusec.passes.reduction_fusion", "ReductionFusion"),
     "combo-grouping": ("fusec.passes.combo_grouping", "ComboGrouping"),
+    "expect-fused": ("fusec.passes.expect_fused", "ExpectFused"),
 }
 
 # Generic cleanups borrowed from xDSL (they are in xDSL's own universe already).

@@ -64,3 +64,8 @@ def emit(pass_name: str, code: str, message: str, *subjects: Operation | str, **
     if log is not None:
         names = tuple(s if isinstance(s, str) else describe(s) for s in subjects)
         log.remarks.append(Remark(pass_name, code, message, names, data))
+
+
+def current() -> RemarkLog | None:
+    """The log that ``collect()`` is filling now, if any (for checks that report remarks so far)."""
+    return _current.get()

@@ -1,0 +1,232 @@
+"""Running compiled graphs: kernel modules loaded once per source, launchers, the interpreter switch.
+
+``compile_module(module, size_hints)`` lowers a graph (after form-kernels) to
+Triton kernel sources and a launcher, and returns a ``CompiledGraph``: call it
+with a list of tensors.  On CUDA tensors kernels run compiled by Triton; on CPU
+tensors they run under Triton's interpreter.  Both versions of a kernel can live
+in one process: each kernel source is loaded as a module once per mode.
+
+Kernel sources are cached by the sha256 of their text, in memory and on disk
+(``$FUSEC_CACHE_DIR``, else ``~/.cache/fusec``): ``triton.jit`` reads a kernel's
+source through ``inspect``, so it must come from a real file.  Files are written
+to a temporary name and renamed into place (atomic); a file whose content does
+not hash to its name is rewritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import linecache
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import triton
+from xdsl.dialects.builtin import ModuleOp
+
+from fusec import env
+from fusec.dialects import fusec as F
+from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
+from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
+
+def cache_dir() -> Path:
+    """Where kernel sources are cached (``$FUSEC_CACHE_DIR``, read by fusec.env, the one place for variables)."""
+    return env.cache_dir()
+
+
+# ---------------------------------------------------------------- kernel modules
+
+_modules: dict[tuple[str, bool], ModuleType] = {}
+_lock = threading.RLock()
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def kernel_file(source: str, directory: Path | None = None) -> Path:
+    """The cache file holding ``source``, written (atomically) unless a sound copy is there."""
+    digest = source_hash(source)
+    folder = (directory or cache_dir()) / "kernels"
+    path = folder / f"fusec_{digest}.py"
+    try:
+        if source_hash(path.read_text()) == digest:
+            return path
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or unreadable: (re)write it
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{digest[:16]}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    linecache.checkcache(str(path))
+    return path
+
+
+@contextlib.contextmanager
+def triton_interpret(enabled: bool):
+    """``triton.jit`` decorates for the interpreter (or not) inside this block.
+
+    Triton 3.6 and 3.9 both read ``triton.knobs.runtime.interpret`` when ``@triton.jit``
+    runs (an explicit setting, else ``$TRITON_INTERPRET``); setting the knob also sets
+    the variable.  Both are restored afterwards.
+    """
+    knobs = triton.knobs.runtime
+    missing = object()
+    with _lock:
+        saved_knob = knobs.__dict__.get("interpret", missing)
+        saved_env = os.environ.get("TRITON_INTERPRET")
+        knobs.interpret = enabled
+        os.environ["TRITON_INTERPRET"] = "1" if enabled else "0"
+        try:
+            yield
+        finally:
+            if saved_knob is missing:
+                knobs.__dict__.pop("interpret", None)
+            else:
+                knobs.__dict__["interpret"] = saved_knob
+            if saved_env is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = saved_env
+
+
+def _fix_interpreter_loop_bounds() -> None:
+    """Triton 3.6's interpreter turns a size argument into an int with ``int(array([n]))``, which
+    NumPy 2 refuses, so ``for roffset in range(0, rnumel, RBLOCK)`` fails; 3.9 squeezes first.
+    Give older interpreters 3.9's behaviour (only the interpreter is touched, only once)."""
+    import inspect
+
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "fusec_fixed", False) or "squeeze" in inspect.getsource(original):
+        return
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patch_lang_tensor.fusec_fixed = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
+def load_kernel_module(source: str, interpret: bool) -> ModuleType:
+    """The module of a kernel source, loaded once per (source, mode)."""
+    digest = source_hash(source)
+    key = (digest, interpret)
+    module = _modules.get(key)
+    if module is not None:
+        return module
+    with _lock:
+        module = _modules.get(key)
+        if module is not None:
+            return module
+        path = kernel_file(source)
+        name = f"fusec_kernel_{digest[:24]}_{'interp' if interpret else 'gpu'}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # inspect (used by triton.jit) finds functions' modules here
+        if interpret:
+            _fix_interpreter_loop_bounds()
+        try:
+            with triton_interpret(interpret):
+                spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        _modules[key] = module
+        return module
+
+
+def load_kernel(kernel: TritonKernel, interpret: bool):
+    """The ``@triton.jit`` function of a lowered kernel."""
+    return getattr(load_kernel_module(kernel.source, interpret), kernel.name)
+
+
+# ---------------------------------------------------------------- graphs
+
+
+class CompiledGraph:
+    """A graph ready to run: ``compiled(inputs) -> outputs`` (lists of tensors)."""
+
+    def __init__(self, launcher: Launcher, default_device: torch.device | None = None):
+        self.launcher = launcher
+        self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self._calls: dict[bool, object] = {}
+
+    @property
+    def kernels(self) -> tuple[TritonKernel, ...]:
+        return self.launcher.kernels
+
+    @property
+    def source(self) -> str:
+        return self.launcher.source
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        interpret = not inputs[0].is_cuda if inputs else self.default_device.type != "cuda"
+        call = self._calls.get(interpret)
+        if call is None:
+            call = self._build(interpret)
+        return call(inputs)
+
+    def _build(self, interpret: bool):
+        """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
+        from fusec.externs import resolve_target
+
+        namespace = runtime_globals()
+        namespace["_default_device"] = self.default_device
+        for k in self.launcher.kernels:
+            namespace[k.name] = load_kernel(k, interpret)
+        for name, target in self.launcher.externs:
+            namespace[name] = resolve_target(target)
+        filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
+        linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
+        exec(compile(self.launcher.source, filename, "exec"), namespace)
+        call = namespace["call"]
+        if interpret:
+            call = _quiet_numpy(call)
+        self._calls[interpret] = call
+        return call
+
+
+def _quiet_numpy(call):
+    """Masked-off lanes compute too (log(0) in a padded row): under the interpreter numpy would warn."""
+    import numpy as np
+
+    def quiet(inputs):
+        with np.errstate(all="ignore"):
+            return call(inputs)
+
+    return quiet
+
+
+def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
+    if isinstance(module, F.GraphOp):
+        return module
+    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp) and (name is None or op.sym_name.data == name)]
+    if len(graphs) != 1:
+        raise ValueError(f"expected one fusec.graph{f' named @{name}' if name else ''} in the module, found {len(graphs)}")
+    return graphs[0]
+
+
+def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
+                   graph_name: str | None = None, options: LoweringOptions = LoweringOptions()) -> CompiledGraph:
+    """Lower a graph after form-kernels (and any fusion) to Triton and a launcher.
+
+    ``size_hints`` gives an example value per size symbol; the code works for every
+    size the symbols' bounds admit, hints only steer choices that are safe anyway.
+    """
+    return CompiledGraph(lower_graph(find_graph(module, graph_name), size_hints, options))

@@ -1,0 +1,524 @@
+"""One ``fusec.kernel`` -> the source of a Triton kernel module, and what a launcher needs to call it.
+
+The kernel's arguments are its buffers (inputs then outputs), then the sizes as
+runtime ints (``xnumel``, ``rnumel``, then every size symbol its body reads), then
+the constexprs ``XBLOCK`` (and ``RBLOCK``): one source serves every size.
+
+Three shapes of kernel:
+
+* pointwise (domain ``[xnumel]``): 1-D blocks of ``XBLOCK`` elements.
+* persistent reduction: a program holds ``XBLOCK`` whole rows, ``RBLOCK`` >= rnumel;
+  the body is one straight block, reductions are ``tl.sum(..., 1)`` and friends.
+  Chosen when rnumel is provably at most ``persistent_threshold`` (its upper bound,
+  not just its hint: the source must serve every size the symbols admit).
+* looped reduction: each reduction *phase* is one ``for roffset`` loop that
+  accumulates in ``[XBLOCK, RBLOCK]`` registers and reduces across lanes after the
+  loop.  A reduction whose input needs an earlier reduction (softmax's sum of
+  ``exp(v - max)``) is in a later phase; values per (x, r) are recomputed (loads
+  re-issued) in each loop that needs them, and per-(x, r) stores of the last
+  phase's values get a final loop of their own.
+
+Values per x are ``[XBLOCK, 1]`` and values per (x, r) ``[XBLOCK, RBLOCK]`` (or
+``[1, RBLOCK]`` when they do not depend on x), so they broadcast like the
+reference interpreter's columns and rows.  Index arithmetic is int32 unless some
+index may leave the int32 range for sizes the symbols' bounds admit; then the
+program offset, ``rindex`` and the size arguments are int64.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import sympy
+from xdsl.ir import Operation, SSAValue
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+from fusec.lowering import heuristics, triton_ops as ops
+from fusec.lowering.expr_printer import triton_expr, value_range
+
+INT32_LIMIT = 2**31
+DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    """Choices of the Triton lowering.
+
+    persistent_threshold: a reduction whose rnumel is provably at most this many
+        elements keeps whole rows in registers (0 forces the looped form).
+    max_rblock: the largest RBLOCK of a looped reduction (small values test the loop).
+    """
+
+    persistent_threshold: int = 4096
+    max_rblock: int = 1024
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """A lowered kernel: its module source and its calling convention."""
+
+    name: str
+    source: str
+    kind: str  # "pointwise" | "persistent" | "looped"
+    num_inputs: int
+    num_outputs: int
+    size_args: tuple[tuple[str, sympy.Expr], ...]  # runtime ints after the pointers: (argument, value over size symbols)
+    outer: bool  # a reduction whose loads are contiguous along x, not r
+    index_dtype: str  # "int32" | "int64"
+    max_rblock: int = 1024
+
+    @property
+    def constexprs(self) -> tuple[str, ...]:
+        return ("XBLOCK",) if self.kind == "pointwise" else ("XBLOCK", "RBLOCK")
+
+    def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
+        """Block sizes and warps for these sizes."""
+        if self.kind == "pointwise":
+            return heuristics.pointwise_config(xnumel)
+        if self.kind == "persistent":
+            return heuristics.persistent_config(xnumel, rnumel, self.outer)
+        return heuristics.looped_config(xnumel, rnumel, self.outer, self.max_rblock)
+
+
+class LoweringError(ValueError):
+    """A kernel the Triton lowering cannot express; the message names the kernel and op."""
+
+
+OUTER_PERSISTENT_MAX = 128  # an outer reduction keeps >= 32 contiguous columns a program only up to here
+
+
+def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions) -> str:
+    if not kernel.is_reduction:
+        return "pointwise"
+    _, hi = value_range(kernel.domain_exprs[1], bounds)
+    limit = options.persistent_threshold
+    if is_outer_reduction(kernel):
+        limit = min(limit, OUTER_PERSISTENT_MAX)  # whole long columns in a tile leave too few columns to coalesce
+    return "persistent" if hi <= limit else "looped"
+
+
+def is_outer_reduction(kernel: F.KernelOp) -> bool:
+    """A reduction whose loads are contiguous along x, not r (a column reduction)."""
+    if not kernel.is_reduction:
+        return False
+    x, r = shapes.index_symbol("x"), shapes.index_symbol("r")
+    r_strides, x_strides = [], []
+    for op in kernel.block.ops:
+        if isinstance(op, F.LoadOp) and r in op.index.data.free_symbols:
+            e = op.index.data
+            r_strides.append(sympy.simplify(e.subs(r, r + 1) - e))
+            x_strides.append(sympy.simplify(e.subs(x, x + 1) - e))
+    return bool(r_strides) and all(s != 1 for s in r_strides) and any(s == 1 for s in x_strides)
+
+
+def kernel_name(base: str, kind: str) -> str:
+    """Inductor's prefixes: fusec_red_* is looped, fusec_per_* persistent."""
+    if kind == "persistent" and base.startswith("fusec_red_"):
+        return "fusec_per_" + base.removeprefix("fusec_red_")
+    if kind == "looped" and base.startswith("fusec_per_"):
+        return "fusec_red_" + base.removeprefix("fusec_per_")
+    return base if base.isidentifier() else re.sub(r"\W", "_", base)
+
+
+def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
+    """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf)."""
+    op: Operation | None = kernel
+    while op is not None and not isinstance(op, F.GraphOp):
+        op = op.parent_op()
+    if op is None:
+        return {}
+    return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in op.declared_symbols.items()}
+
+
+def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
+                 bounds: Mapping[str, tuple[float, float]] | None = None,
+                 options: LoweringOptions = LoweringOptions()) -> TritonKernel:
+    """The Triton module source for ``kernel``; ``bounds`` default to the enclosing graph's symbol declarations.
+
+    ``size_hints`` (symbol -> example value) are used only where a decision may not
+    depend on them for correctness: nothing in the source is sized from a hint.
+    """
+    bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
+    for name, hint in (size_hints or {}).items():
+        lo, hi = bounds.get(name, (1, math.inf))
+        bounds[name] = (lo, max(hi, hint))  # a hint past a declared bound widens it: stay correct for it
+    kind = kernel_kind(kernel, bounds, options)
+    return _KernelWriter(kernel, kind, bounds, options).lower()
+
+
+# ---------------------------------------------------------------- code generation
+
+
+@dataclass
+class _Value:
+    name: str
+    dtype: str  # compute dtype
+    has_x: bool
+    has_r: bool
+    phase: int = 0  # how many reduction loops must run before it is known
+
+
+@dataclass
+class _Stmt:
+    """Code for one body op, split by where it goes in a looped kernel."""
+
+    op: Operation
+    lines: list[str] = field(default_factory=list)  # the op itself (persistent/pointwise: everything)
+    init: list[str] = field(default_factory=list)  # looped reductions: accumulators, before the loop
+    update: list[str] = field(default_factory=list)  # looped reductions: in the loop
+    final: list[str] = field(default_factory=list)  # looped reductions: after the loop
+    has_r: bool = False
+    phase: int = 0
+    deps: tuple[SSAValue, ...] = ()
+    evicting: Callable[[str], list[str]] | None = None  # loads: the line with an L2 eviction policy
+
+
+_RESERVED = {"xoffset", "xindex", "xmask", "rindex", "rmask", "roffset", "rbase", "xnumel", "rnumel", "XBLOCK",
+             "RBLOCK", "tl", "triton", "libdevice"}
+
+
+class _KernelWriter:
+    def __init__(self, kernel: F.KernelOp, kind: str, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions):
+        self.kernel, self.kind, self.bounds, self.options = kernel, kind, bounds, options
+        self.reduction = kernel.is_reduction
+        self.name = kernel_name(kernel.sym_name.data, kind)
+        self.values: dict[SSAValue, _Value] = {}
+        self.buffers: dict[SSAValue, str] = {}
+        for i, a in enumerate(kernel.input_args):
+            self.buffers[a] = f"in_ptr{i}"
+        for i, a in enumerate(kernel.output_args):
+            self.buffers[a] = f"out_ptr{i}"
+        self.symbols = sorted(_body_symbols(kernel), key=_natural)
+        self.names = {"x": "xindex", "r": "rindex", **{s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}}
+        self.index64 = self._needs_int64()
+        self.count = 0
+
+    def where(self, op: Operation) -> str:
+        return f"fusec.kernel @{self.kernel.sym_name.data}: {op.name}"
+
+    # ------------------------------------------------------------ analysis
+
+    def _needs_int64(self) -> bool:
+        """int64 unless every index and the domain provably stay inside int32 (masked tail lanes included)."""
+        dom = self.kernel.domain_exprs
+        env = dict(self.bounds)
+        x_hi = value_range(dom[0], env)[1]
+        r_hi = value_range(dom[1], env)[1] if self.reduction else 1
+        if x_hi * max(r_hi, 1) >= INT32_LIMIT:
+            return True
+        env["x"] = (0, x_hi + 1024)
+        env["r"] = (0, 2 * r_hi + 1024)
+        for op in self.kernel.block.ops:
+            expr = op.index.data if isinstance(op, (F.LoadOp, F.StoreOp)) else op.expr.data if isinstance(op, F.SymbolicOp) else None
+            if expr is None:
+                continue
+            lo, hi = value_range(expr, env)
+            if lo < -INT32_LIMIT or hi >= INT32_LIMIT:
+                return True
+        return False
+
+    # ------------------------------------------------------------ helpers
+
+    def fresh(self) -> str:
+        name = f"tmp{self.count}"
+        self.count += 1
+        return name
+
+    def shape(self, has_x: bool, has_r: bool) -> str:
+        if not self.reduction:
+            return "[XBLOCK]"
+        return {(True, True): "[XBLOCK, RBLOCK]", (True, False): "[XBLOCK, 1]", (False, True): "[1, RBLOCK]"}[(has_x, has_r)]
+
+    def mask(self, has_x: bool, has_r: bool, extra: SSAValue | None) -> str | None:
+        parts = (["rmask"] if has_r else []) + (["xmask"] if has_x else [])
+        if extra is not None:
+            parts.append(self.values[extra].name)
+        return " & ".join(parts) or None
+
+    def index(self, e: sympy.Expr) -> tuple[str, bool, bool]:
+        names = {s.name for s in e.free_symbols}
+        return triton_expr(e, self.names), "x" in names, "r" in names
+
+    def full(self, v: _Value) -> str:
+        """A value broadcast to the whole reduction tile."""
+        return v.name if (v.has_x and v.has_r) else f"tl.broadcast_to({v.name}, [XBLOCK, RBLOCK])"
+
+    # ------------------------------------------------------------ ops
+
+    def stmt(self, op: Operation) -> _Stmt:
+        if isinstance(op, F.LoadOp):
+            return self.load(op)
+        if isinstance(op, F.StoreOp):
+            return self.store(op)
+        if isinstance(op, F.PointwiseOp):
+            return self.pointwise(op)
+        if isinstance(op, F.ConstantOp):
+            return self.constant(op)
+        if isinstance(op, F.SymbolicOp):
+            return self.symbolic(op)
+        if isinstance(op, F.ReduceROp):
+            return self.reduce(op)
+        raise LoweringError(f"{self.where(op)} has no Triton lowering")
+
+    def define(self, op: Operation, value: _Value, lines: list[str], deps: tuple[SSAValue, ...]) -> _Stmt:
+        self.values[op.results[0]] = value
+        return _Stmt(op, lines, has_r=value.has_r, phase=value.phase, deps=deps)
+
+    def _phase(self, deps) -> int:
+        return max((self.values[d].phase for d in deps), default=0)
+
+    def load(self, op: F.LoadOp) -> _Stmt:
+        idx, hx, hr = self.index(op.index.data)
+        ptr = f"{self.buffers[op.buffer]} + ({idx})"
+        deps = tuple(v for v in (op.offset, op.mask) if v is not None)
+        if op.offset is not None:
+            off = self.values[op.offset]
+            ptr = f"{self.buffers[op.buffer]} + ({off.name} + {idx})" if idx != "0" else f"{self.buffers[op.buffer]} + {off.name}"
+            hx, hr = hx or off.has_x, hr or off.has_r
+        ptr_dims = (hx, hr)
+        if op.mask is not None:
+            m = self.values[op.mask]
+            hx, hr = hx or m.has_x, hr or m.has_r
+        if not self.reduction or (not hx and not hr):
+            hx = True  # every value of a pointwise kernel is [XBLOCK]; a scalar load is broadcast to the rows
+        if ptr_dims != (hx, hr):
+            ptr = f"tl.broadcast_to({ptr}, {self.shape(hx, hr)})"
+        mask = self.mask(hx, hr, op.mask)
+        dtype = F.dtype_name(op.result.type)
+        name = self.fresh()
+        args = f"{ptr}, {mask}, other=0" if mask else ptr
+        widen = ".to(tl.float32)" if dtype in ("float16", "bfloat16") else ""
+        stmt = self.define(op, _Value(name, ops.compute_dtype(dtype), hx, hr, self._phase(deps)), [f"{name} = tl.load({args}){widen}"], deps)
+        stmt.evicting = lambda policy: [f"{name} = tl.load({args}, eviction_policy='{policy}'){widen}"]
+        return stmt
+
+    def constant(self, op: F.ConstantOp) -> _Stmt:
+        dtype = F.dtype_name(op.result.type)
+        name = self.fresh()
+        code = f"tl.full({self.shape(True, False)}, {ops.literal(op.value.data, dtype)}, {ops.tl_dtype(ops.compute_dtype(dtype))})"
+        return self.define(op, _Value(name, ops.compute_dtype(dtype), True, False), [f"{name} = {code}"], ())
+
+    def symbolic(self, op: F.SymbolicOp) -> _Stmt:
+        dtype = F.dtype_name(op.result.type)
+        expr, hx, hr = self.index(op.expr.data)
+        name = self.fresh()
+        if hx or hr:
+            code = f"({expr}).to({ops.tl_dtype(dtype)})"
+            if not self.reduction:
+                hx = True
+        else:
+            hx = True
+            code = f"tl.full({self.shape(True, False)}, {expr}, {ops.tl_dtype(dtype)})"
+        return self.define(op, _Value(name, dtype, hx, hr), [f"{name} = {code}"], ())
+
+    def pointwise(self, op: F.PointwiseOp) -> _Stmt:
+        fn = op.fn.data
+        operands = [self.values[v] for v in op.inputs]
+        result = F.dtype_name(op.result.type)
+        wanted = ops.operand_dtype(fn, [F.dtype_name(v.type) for v in op.inputs], result)
+        args = [ops.convert(v.name, v.dtype, ops.compute_dtype(w)) for v, w in zip(operands, wanted)]
+        name = self.fresh()
+        if fn == "convert":
+            v, src = operands[0], F.dtype_name(op.inputs[0].type)
+            if src == result:
+                code = v.name
+            elif result in ("float16", "bfloat16"):
+                code = ops.round_to(v.name, result)  # straight from the held value: one rounding
+            else:
+                code = ops.convert(v.name, v.dtype, ops.compute_dtype(result))
+        else:
+            op_dtype = ops.compute_dtype(wanted[-1] if fn != "where" else result)
+            code = ops.pointwise_code(fn, args, op_dtype)
+            if fn == "reciprocal" and op_dtype not in ops.FLOATS:
+                code = f"({code}).to({ops.tl_dtype(op_dtype)})"
+        out_dtype = "bool" if fn in F.PREDICATES else ops.compute_dtype(result)
+        hx = any(v.has_x for v in operands) or not self.reduction
+        hr = any(v.has_r for v in operands)
+        if not hx and not hr:
+            hx = True
+        return self.define(op, _Value(name, out_dtype, hx, hr, self._phase(op.inputs)), [f"{name} = {code}"], tuple(op.inputs))
+
+    def reduce(self, op: F.ReduceROp) -> _Stmt:
+        kind = op.kind.data
+        v = self.values[op.input]
+        result = ops.compute_dtype(F.dtype_name(op.result.type))
+        name = self.fresh()
+        # Bools and small ints reduce in int32: no Triton promotion rules to second-guess in the loop.
+        src, dtype = v.name, v.dtype
+        if kind in ("any", "all") or (v.dtype == "bool" and kind in ("sum", "prod")):
+            kind = {"sum": "any", "prod": "all"}.get(kind, kind)
+            src, dtype = f"{ops.convert(v.name, v.dtype, 'bool')}.to(tl.int32)", "int32"
+        elif v.dtype in ("bool", "int8", "int16", "uint8"):
+            src, dtype = f"{v.name}.to(tl.int32)", "int32"
+        tile = src if (v.has_x and v.has_r) else f"tl.broadcast_to({src}, [XBLOCK, RBLOCK])"
+        fill = {"sum": "0", "prod": "1", "any": "0", "all": "1", "max": ops.lowest(dtype), "argmax": ops.lowest(dtype),
+                "min": ops.highest(dtype), "argmin": ops.highest(dtype)}[kind]
+        masked = f"tl.where(rmask & xmask, {tile}, {fill})"
+        rindex_tile = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
+        floats = dtype in ops.FLOATS
+        combine = {"sum": "_sum", "prod": "_prod", "max": "_max_nan" if floats else "_max", "min": "_min_nan" if floats else "_min",
+                   "any": "_max", "all": "_min", "argmax": "_argmax_combine", "argmin": "_argmin_combine"}[kind]
+        back = "" if dtype == result else " != 0" if result == "bool" else f".to({ops.tl_dtype(result)})"
+
+        def across(acc: str, acc_index: str) -> list[str]:
+            """The lane reduction of a [XBLOCK, RBLOCK] tile to a [XBLOCK, 1] column."""
+            if kind in ("argmax", "argmin"):
+                return [f"{name}_value, {name}_index = tl.reduce(({acc}, {acc_index}), 1, {combine})",
+                        f"{name} = {name}_index[:, None].to(tl.int64)"]
+            return [f"{name} = tl.reduce({acc}, 1, {combine})[:, None]{back}"]
+
+        stmt = _Stmt(op, has_r=False, phase=v.phase + 1, deps=(op.input,))
+        if self.kind == "persistent":
+            stmt.lines = across(masked, rindex_tile)
+        else:
+            acc = f"_acc{name.removeprefix('tmp')}"
+            stmt.init = [f"{acc} = tl.full([XBLOCK, RBLOCK], {fill}, {ops.tl_dtype(dtype)})"]
+            if kind in ("argmax", "argmin"):
+                # Lanes start at the identity with an index past every real one: a real value always wins a tie.
+                stmt.init.append(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, {self.index_tl})")
+                stmt.update = [f"{acc}, {acc}_index = {combine}({acc}, {acc}_index, {masked}, {rindex_tile})"]
+            elif kind in ("sum", "prod"):
+                stmt.update = [f"{acc} = {acc} {'+' if kind == 'sum' else '*'} {masked}"]
+            else:
+                stmt.update = [f"{acc} = {combine}({acc}, {masked})"]
+            stmt.final = across(acc, f"{acc}_index")
+        self.values[op.result] = _Value(name, result, True, False, stmt.phase)
+        return stmt
+
+    def store(self, op: F.StoreOp) -> _Stmt:
+        idx, ix, ir = self.index(op.index.data)
+        v = self.values[op.value]
+        hx, hr = ix or v.has_x, ir or v.has_r
+        deps: tuple[SSAValue, ...] = (op.value,)
+        if op.mask is not None:
+            m = self.values[op.mask]
+            hx, hr = hx or m.has_x, hr or m.has_r
+            deps += (op.mask,)
+        if not self.reduction:
+            hx = True
+        if not hx and not hr:
+            hx = True
+        ptr = f"{self.buffers[op.buffer]} + ({idx})"
+        if (ix, ir) != (hx, hr):
+            ptr = f"tl.broadcast_to({ptr}, {self.shape(hx, hr)})"
+        out_dtype = F.dtype_name(op.buffer.type.element_type)
+        value = v.name if out_dtype == v.dtype else ops.convert(v.name, v.dtype, out_dtype)
+        mask = self.mask(hx, hr, op.mask)
+        line = f"tl.store({ptr}, {value}, {mask})" if mask else f"tl.store({ptr}, {value})"
+        return _Stmt(op, [line], has_r=hr, phase=self._phase(deps), deps=deps)
+
+    # ------------------------------------------------------------ assembly
+
+    @property
+    def index_tl(self) -> str:
+        return "tl.int64" if self.index64 else "tl.int32"
+
+    def lower(self) -> TritonKernel:
+        stmts = [self.stmt(op) for op in self.kernel.block.ops]
+        body = self._assemble(stmts)
+        header = self._signature_and_prologue()
+        source = self._module(header + body)
+        dom = self.kernel.domain_exprs
+        size_args = [("xnumel", dom[0])] + ([("rnumel", dom[1])] if self.reduction else [])
+        size_args += [(self.names[s], shapes.size_symbol(s)) for s in self.symbols]
+        return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
+                            tuple(size_args), is_outer_reduction(self.kernel), "int64" if self.index64 else "int32",
+                            self.options.max_rblock)
+
+    def _signature_and_prologue(self) -> list[str]:
+        ptrs = list(self.buffers.values())
+        sizes = ["xnumel"] + (["rnumel"] if self.reduction else []) + [self.names[s] for s in self.symbols]
+        consts = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else [])
+        lines = ["@triton.jit", f"def {self.name}({', '.join(ptrs + sizes + consts)}):"]
+        body: list[str] = []
+        if self.index64:
+            body += [f"{s} = tl.cast({s}, tl.int64)" for s in sizes if s != "xnumel"]
+            body.append("xoffset = tl.program_id(0).to(tl.int64) * XBLOCK")
+        else:
+            body.append("xoffset = tl.program_id(0) * XBLOCK")
+        rows = "[:, None]" if self.reduction else ""
+        body += [f"xindex = xoffset + tl.arange(0, XBLOCK){rows}", "xmask = xindex < xnumel"]
+        wide = ".to(tl.int64)" if self.index64 else ""
+        if self.kind == "persistent":
+            body += [f"rindex = tl.arange(0, RBLOCK)[None, :]{wide}", "rmask = rindex < rnumel"]
+        elif self.kind == "looped":
+            body += [f"rbase = tl.arange(0, RBLOCK)[None, :]{wide}"]
+        return lines + ["    " + b for b in body]
+
+    def _assemble(self, stmts: list[_Stmt]) -> list[str]:
+        if self.kind != "looped":
+            return ["    " + line for s in stmts for line in s.lines]
+        by_value = {r: s for s in stmts for r in s.op.results}
+        reductions = [s for s in stmts if isinstance(s.op, F.ReduceROp)]
+        phases = max((s.phase for s in reductions), default=0)
+        r_stores = [s for s in stmts if isinstance(s.op, F.StoreOp) and s.has_r]
+        store_loop = {id(s): (s.phase + 1 if s.phase + 1 <= phases else phases + 1) for s in r_stores}
+        loops = max([phases] + list(store_loop.values()))
+        out: list[str] = []
+        emit = lambda lines, depth=1: out.extend("    " * depth + line for line in lines)  # noqa: E731
+        per_x = [s for s in stmts if not s.has_r and not isinstance(s.op, (F.ReduceROp, F.StoreOp))]
+        roots = {k: [s for s in reductions if s.phase == k] + [s for s in r_stores if store_loop[id(s)] == k] for k in range(1, loops + 1)}
+        needed = {k: self._closure(roots[k], by_value) for k in roots}
+        # A load that a later loop reads again should stay in L2 until then; its last read may go.
+        last_loop = {i: max(k for k in needed if i in needed[k]) for k in needed for i in needed[k]}
+        reread = {i for i in last_loop if sum(i in needed[k] for k in needed) > 1}
+        emit([line for s in per_x if s.phase == 0 for line in s.lines])
+        for k in range(1, loops + 1):
+            emit([line for s in roots[k] if isinstance(s.op, F.ReduceROp) for line in s.init])
+            out.append("    for roffset in range(0, rnumel, RBLOCK):")
+            emit(["rindex = roffset + rbase", "rmask = rindex < rnumel"], 2)
+            for s in stmts:
+                if id(s) in needed[k]:
+                    if s.evicting is not None and id(s) in reread:
+                        emit(s.evicting("evict_first" if last_loop[id(s)] == k else "evict_last"), 2)
+                    else:
+                        emit(s.lines, 2)
+                if isinstance(s.op, F.ReduceROp) and s.phase == k:
+                    emit(s.update, 2)
+                if isinstance(s.op, F.StoreOp) and store_loop.get(id(s)) == k:
+                    emit(s.lines, 2)
+            emit([line for s in roots[k] if isinstance(s.op, F.ReduceROp) for line in s.final])
+            emit([line for s in per_x if s.phase == k for line in s.lines])
+        emit([line for s in stmts if isinstance(s.op, F.StoreOp) and not s.has_r for line in s.lines])
+        return out
+
+    @staticmethod
+    def _closure(roots: list[_Stmt], by_value: dict[SSAValue, _Stmt]) -> set[int]:
+        """The per-(x, r) statements the roots read, transitively (they are recomputed in the loop)."""
+        needed: set[int] = set()
+        work = [d for s in roots for d in s.deps]
+        while work:
+            s = by_value.get(work.pop())
+            if s is None or not s.has_r or id(s) in needed or isinstance(s.op, F.ReduceROp):
+                continue
+            needed.add(id(s))
+            work.extend(s.deps)
+        return needed
+
+    def _module(self, kernel_lines: list[str]) -> str:
+        text = "\n".join(kernel_lines) + "\n"
+        dom = ", ".join(shapes.print_expr(d) for d in self.kernel.domain_exprs)
+        what = {"pointwise": "pointwise", "persistent": "persistent reduction (whole rows in RBLOCK)",
+                "looped": "looped reduction (RBLOCK-wide steps over r)"}[self.kind]
+        head = [f"# fusec kernel {self.name}: {what} over [{dom}], {'int64' if self.index64 else 'int32'} indexing",
+                "import triton", "import triton.language as tl"]
+        if "libdevice." in text:
+            head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
+                     "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
+        helpers = [ops.HELPERS[h] for h in ops.HELPERS if re.search(rf"\b{h}\b", text)]
+        return "\n".join(head) + "\n\n\n" + "".join(h + "\n\n" for h in helpers) + text
+
+
+def _body_symbols(kernel: F.KernelOp) -> set[str]:
+    exprs = [op.index.data for op in kernel.block.ops if isinstance(op, (F.LoadOp, F.StoreOp))]
+    exprs += [op.expr.data for op in kernel.block.ops if isinstance(op, F.SymbolicOp)]
+    return shapes.free_size_symbols(exprs)
+
+
+def _natural(name: str):
+    m = re.match(r"^(.*?)(\d*)$", name)
+    return (m.group(1), int(m.group(2)) if m.group(2) else -1)

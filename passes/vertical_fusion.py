@@ -1,0 +1,253 @@
+"""vertical-fusion: pointwise producer kernels merge into the kernels that read them.
+
+In:  a graph after ``form-kernels`` (one kernel per op).
+Out: each pointwise kernel P inlined into its kernel consumers C — pointwise
+     consumers and reductions alike (a pointwise producer of a reduction is its
+     *prologue*: this pass fuses prologues; reduction-fusion does epilogues and
+     siblings).
+
+Inlining: P stores its value at ``x`` over ``[n]``, so a load ``buf[e]`` in C
+reads "P at x = e": the load is replaced by a copy of P's body with ``x := e``
+in every index (then simplified within C's domain).  A masked load masks the
+copied loads and yields 0 where the mask is off, as the load did.
+
+Legality (else a remark): P stores each output once at ``x`` (unsupported-producer);
+C reads P at no run-time offset (indirect-load), and under a mask only if P divides
+no integers (masked-load: masked-off lanes see zeros); C iterates exactly as many
+points as P, proved with sympy (domain-mismatch: broadcasts and slices of P are
+left materialised, recomputing P per broadcast copy is not free) — or more when
+every load of P is masked (cat, pad) and P is cheap enough to recompute.
+
+Cost rule, where ``cost(P)`` = P's body ops other than stores (loads count: they are traffic):
+  * P read only by C, at one index: always fuse; P disappears ("move").
+  * P also read elsewhere (another kernel, an extern, the graph output) and C
+    reads it at an index covering P's whole domain once (``x``, or ``rnumel*x + r``
+    in a reduction): C also stores P ("materialise"), P disappears.
+  * otherwise C recomputes P if ``cost(P) <= recompute-max-ops``; P stays for
+    its other readers ("recompute").  Several load indices in C each recompute.
+  * otherwise decline: graph-output / extern-consumer / recompute-too-expensive.
+Limits on the merged kernel: ``max-ops`` body ops, ``max-inputs`` input buffers (limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+from fusec.passes.kernel_index import X, covers_domain, equal
+from fusec.passes.kernel_merge import (BodyBuilder, Declines, Graph, Worklist, body_size, describe_user, discard,
+                                       limit_problem, loads_of, merged_name, stores_by_output)
+from fusec.shapes import print_expr
+from fusec.remarks import describe
+
+PASS = "vertical-fusion"
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str  # "move" | "materialise" | "recompute"
+    keep: tuple[int, ...] = ()  # producer outputs the merged kernel also stores (materialise)
+    cover: sympy.Expr | None = None  # the consumer's load index that visits P's domain once
+
+
+Decline = tuple[str, str]  # (remark code, message)
+
+
+def _domain_text(k: F.KernelOp) -> str:
+    return "[" + ", ".join(print_expr(d) for d in k.domain_exprs) + "]"
+
+
+def producer_problem(p: F.KernelOp) -> Decline | None:
+    """Whether P can be inlined anywhere: a pointwise kernel storing each output once at x."""
+    stores = stores_by_output(p)
+    if stores is None:
+        return "unsupported-producer", f"{describe(p)} stores an output more than once"
+    for s in stores:
+        if s.mask is not None or not sympy.expand(s.index.data - X) == 0:
+            where = f"[{print_expr(s.index.data)}]{' masked' if s.mask else ''}"
+            return "unsupported-producer", f"{describe(p)} stores at {where}, not at [x]"
+    return None
+
+
+def producer_cost(p: F.KernelOp) -> int:
+    """What recomputing P costs per element: its body ops other than stores."""
+    return body_size(p) - len(p.outputs)
+
+
+def _traps_on_zero(p: F.KernelOp) -> bool:
+    """Integer floordiv/remainder: a masked-off lane (all loads 0) must not run them."""
+    return any(isinstance(op, F.PointwiseOp) and op.fn.data in ("floordiv", "remainder") and not F.is_float(op.result.type)
+               for op in p.block.ops)
+
+
+def legality(p: F.KernelOp, c: F.KernelOp, recompute_max_ops: int) -> Decline | None:
+    """Whether inlining P into C keeps the results: plain loads, and as many points in C as in P."""
+    problem = producer_problem(p)
+    if problem:
+        return problem
+    loads = [load for load, _ in loads_of(c, p.results)]
+    if any(load.offset is not None for load in loads):
+        return "indirect-load", f"{describe(c)} reads {describe(p)} at a run-time offset"
+    if any(load.mask is not None for load in loads) and _traps_on_zero(p):
+        return "masked-load", f"{describe(c)} reads {describe(p)} under a mask, and {describe(p)} divides integers"
+    points, n = shapes.numel(c.domain_exprs), p.domain_exprs[0]
+    if equal(points, n):
+        return None
+    # A cat or pad reads P under a mask over a larger domain.  Whether the masked lanes
+    # cover each element of P once is not proved, so only a cheap P may go in (as if recomputed).
+    if all(load.mask is not None for load in loads) and sympy.simplify(points - n).is_nonnegative \
+            and producer_cost(p) <= recompute_max_ops:
+        return None
+    return "domain-mismatch", f"{_domain_text(p)} vs {_domain_text(c)}"
+
+
+def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: int) -> Plan | Decline:
+    """The cost rule (see the module docstring)."""
+    loads = [load for load, _ in loads_of(c, p.results)]
+    sites = {(load.index.data, load.mask) for load in loads}
+    others = [u for u in graph.users(p) if u is not c]
+    cost = producer_cost(p)
+    cheap = cost <= recompute_max_ops
+    if not others:
+        if len(sites) == 1 or cheap:
+            return Plan("move")
+        return "recompute-too-expensive", (f"{describe(c)} reads {describe(p)} at {len(sites)} indices: {cost} ops "
+                                           f"each > recompute-max-ops={recompute_max_ops}")
+    cover = next((ld.index.data for ld in loads if ld.mask is None and covers_domain(ld.index.data, c.domain_exprs)), None)
+    cycle = cover is not None and graph.reaches(p, c)
+    if cover is not None and not cycle and (len(sites) == 1 or cheap):
+        keep = tuple(j for j, r in enumerate(p.results) if any(u is not c for u in graph.readers(r)))
+        return Plan("materialise", keep, cover)
+    if cheap:
+        return Plan("recompute")
+    return _must_stay(p, c, others, cover, cycle, len(sites), recompute_max_ops)
+
+
+def _must_stay(p: F.KernelOp, c: F.KernelOp, others: list, cover, cycle: bool, sites: int, recompute_max_ops: int) -> Decline:
+    """Why P cannot go into C: what keeps P materialised, and why C can neither store nor recompute it."""
+    blocker = next((u for u in others if isinstance(u, F.OutputOp)), None) or \
+        next((u for u in others if isinstance(u, F.ExternOp)), others[0])
+    code = ("graph-output" if isinstance(blocker, F.OutputOp) else
+            "extern-consumer" if isinstance(blocker, F.ExternOp) else "recompute-too-expensive")
+    why = ("depends on it through another op" if cycle else
+           "reads it at an index that does not cover its domain" if cover is None else f"reads it at {sites} indices")
+    return code, (f"{describe(p)} stays materialised for {describe_user(blocker)}; {describe(c)} {why}; recomputing "
+                  f"costs {producer_cost(p)} ops > recompute-max-ops={recompute_max_ops}")
+
+
+def _zero(t) -> float | int | bool:
+    return False if t == F.BOOL else 0.0 if F.is_float(t) else 0
+
+
+def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> tuple[F.KernelOp, dict[SSAValue, SSAValue]]:
+    """C's body with every load of P's outputs replaced by P's body re-indexed at the load's index."""
+    bb = BodyBuilder(c.domain_exprs)
+    p_stores = stores_by_output(p)
+    results = list(p.results)
+    reads = {arg: results.index(v) for arg, v in zip(c.input_args, c.inputs) if v in results}
+    copies: dict[tuple, list[SSAValue]] = {}
+
+    def producer_at(index: sympy.Expr, mask: SSAValue | None) -> list[SSAValue]:
+        if (index, mask) not in copies:
+            pvm: dict[SSAValue, SSAValue] = {}
+            for op in p.block.ops:
+                if not isinstance(op, F.StoreOp):
+                    bb.clone(op, pvm, {X: index}, mask)
+            values = [pvm[s.value] for s in p_stores]
+            if mask is not None:  # the load gave 0 where masked off
+                values = [bb.add(F.PointwiseOp("where", [mask, v, bb.add(F.ConstantOp(_zero(v.type), v.type))], v.type))
+                          for v in values]
+            copies[(index, mask)] = values
+        return copies[(index, mask)]
+
+    bb.map_inputs(p)
+    bb.map_inputs(c, skip=results)
+    vm: dict[SSAValue, SSAValue] = {}
+    outs = {arg: bb.output(arg.type, r) for arg, r in zip(c.output_args, c.results)}
+    for op in c.block.ops:
+        if isinstance(op, F.LoadOp) and op.buffer in reads:
+            vm[op.result] = producer_at(op.index.data, vm[op.mask] if op.mask is not None else None)[reads[op.buffer]]
+        elif isinstance(op, F.StoreOp):
+            bb.store(vm[op.value], outs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
+        else:
+            bb.clone(op, vm, {})
+    for j in plan.keep:
+        bb.store(producer_at(plan.cover, None)[j], bb.output(results[j].type, results[j]), plan.cover)
+    return bb.finish(merged_name([p, c], c.domain_exprs, c, graph))
+
+
+@dataclass
+class VerticalFuser:
+    """The worklist over one graph: each pointwise kernel tries its readers; a merge re-queues what it touched."""
+
+    options: VerticalFusion
+    graph: Graph
+
+    def __post_init__(self):
+        self.declines = Declines(PASS)
+        self.tried: set[tuple] = set()
+
+    def run(self) -> None:
+        work = Worklist(self.graph, [k for k in self.graph.kernels() if not k.is_reduction])
+        while (p := work.pop()) is not None:
+            merged = self._fuse_into_a_reader(p)
+            if merged is not None:  # P (if it stays) and the producers of the merged kernel have new readers
+                producers = [k for k in self.graph.producers(merged) if isinstance(k, F.KernelOp) and not k.is_reduction]
+                work.add(p, merged, *producers)
+        self.declines.emit()
+
+    def _fuse_into_a_reader(self, p: F.KernelOp) -> F.KernelOp | None:
+        if p.is_reduction:
+            return None
+        readers = self.graph.users(p)
+        for c in readers:
+            if isinstance(c, F.ExternOp):
+                self.declines.record("extern-consumer", f"{describe(p)} feeds {c.target.data}", p, c)
+            key = (p, c, tuple(readers))  # a refusal may depend on P's other readers
+            if isinstance(c, F.KernelOp) and key not in self.tried:
+                self.tried.add(key)
+                merged = self._try(p, c)
+                if merged is not None:
+                    return merged
+        return None
+
+    def _try(self, p: F.KernelOp, c: F.KernelOp) -> F.KernelOp | None:
+        limit = self.options.recompute_max_ops
+        decision = legality(p, c, limit) or plan_merge(p, c, self.graph, limit)
+        if not isinstance(decision, Plan):
+            self.declines.record(*decision, p, c)
+            return None
+        kernel, replaced = inline_producer(p, c, decision, self.graph)
+        problem = limit_problem(kernel, self.options.max_ops, self.options.max_inputs)
+        if problem:
+            discard(kernel)
+            self.declines.record("limit", problem, p, c)
+            return None
+        self.graph.install(kernel, replaced, [c, p], anchor=c)
+        return kernel
+
+
+@dataclass(frozen=True)
+class VerticalFusion(ModulePass):
+    """Inlines pointwise kernels into the kernels that read them (pointwise consumers and reduction prologues).
+
+    Options: max-ops (body ops of a merged kernel), max-inputs (its input buffers),
+    recompute-max-ops (the largest producer recomputed rather than kept materialised).
+    """
+
+    name = "vertical-fusion"
+
+    max_ops: int = 128
+    max_inputs: int = 16
+    recompute_max_ops: int = 8
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
+            VerticalFuser(self, Graph(graph.block)).run()

@@ -1,0 +1,192 @@
+"""vertical-fusion: graph IR -> form-kernels -> vertical-fusion; kernel counts, names, remarks, interpreter equivalence."""
+
+import pytest
+
+from fusec import interpreter, remarks
+from fusec.dialects import fusec as F
+from fusec.passes.form_kernels import FormKernels
+from fusec.passes.vertical_fusion import VerticalFusion
+from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
+
+
+def T(shape: str, dtype: str = "f32") -> str:
+    return f"!fusec.tensor<[{shape}], {dtype}>"
+
+
+def graph(args: str, outs: str, body: str, symbolic: bool = True) -> str:
+    syms = " symbols(s0 in [1, inf])" if symbolic else ""
+    return f"builtin.module {{\n  fusec.graph @g({args}) -> ({outs}){syms} {{\n{body}\n  }}\n}}"
+
+
+def fuse(text: str, sizes=(1, 5, 17), **options):
+    """Run form-kernels + vertical-fusion; check the interpreter gives the same results; return (module, remarks)."""
+    module = parse(text)
+    with remarks.collect() as log:
+        apply_passes(module, FormKernels(), VerticalFusion(**options))
+    reparsed = parse(print_ir(module))  # the result prints and parses back
+    for size in sizes:
+        inputs = random_inputs(reparsed, {"s0": size}, seed=size)
+        assert_same_results(interpreter.run(parse(text), inputs), interpreter.run(reparsed, inputs))
+    return module, log.remarks
+
+
+def kernels(module) -> list[F.KernelOp]:
+    return [op for op in interpreter.find_graph(module).block.ops if isinstance(op, F.KernelOp)]
+
+
+def affine_sigmoid(dim0: str) -> str:
+    t, v = T(f"{dim0}, 64"), T("64")
+    return graph(f"%x : {t}, %w : {v}, %b : {v}", t, f"""
+    %m = fusec.pointwise "mul" %x, %w : ({t}, {v}) -> {t}
+    %a = fusec.pointwise "add" %m, %b : ({t}, {v}) -> {t}
+    %s = fusec.pointwise "sigmoid" %a : ({t}) -> {t}
+    fusec.output %s : {t}""", symbolic=dim0 == "s0")
+
+
+@pytest.mark.parametrize("dim0", ["s0", "6"])
+def test_sigmoid_of_affine_is_one_kernel(dim0):
+    module, notes = fuse(affine_sigmoid(dim0))
+    (k,) = kernels(module)
+    assert k.sym_name.data == "fusec_poi_mul_add_sigmoid_2"
+    assert [type(op).__name__ for op in k.block.ops].count("LoadOp") == 3  # x, w, b: no intermediate buffer
+    assert k.inputs[0] is interpreter.find_graph(module).block.args[0]
+    assert not notes
+
+
+def test_pointwise_prologue_joins_the_reduction():
+    t = T("s0, 32")
+    module, _ = fuse(graph(f"%x : {t}", T("s0"), f"""
+    %e = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %sq = fusec.pointwise "mul" %e, %e : ({t}, {t}) -> {t}
+    %s = fusec.reduce "sum" %sq dims [1] : {t} -> {T("s0")}
+    fusec.output %s : {T("s0")}"""))
+    (k,) = kernels(module)
+    assert k.is_reduction and k.sym_name.data.startswith("fusec_red_exp_mul_sum_")
+    assert "fusec.load %0[r + 32*x]" in print_ir(k)  # exp's load re-indexed into the reduction domain
+
+
+def test_broadcast_producer_is_declined_with_a_remark():
+    t, v = T("s0, 64"), T("64")
+    module, notes = fuse(graph(f"%x : {t}, %w : {v}", t, f"""
+    %w2 = fusec.pointwise "exp" %w : ({v}) -> {v}
+    %y = fusec.pointwise "mul" %x, %w2 : ({t}, {v}) -> {t}
+    fusec.output %y : {t}"""))
+    assert len(kernels(module)) == 2
+    assert [(n.code, n.message) for n in notes] == [("domain-mismatch", "[64] vs [64*s0]")]
+    assert notes[0].subjects == ("@fusec_poi_exp_0", "@fusec_poi_mul_1")
+
+
+def test_transposed_read_is_reindexed():
+    t = T("s0, 8")
+    tt = T("8, s0")
+    module, _ = fuse(graph(f"%x : {t}", tt, f"""
+    %e = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %p = fusec.permute %e [1, 0] : {t} -> {tt}
+    %n = fusec.pointwise "neg" %p : ({tt}) -> {tt}
+    fusec.output %n : {tt}"""))
+    (k,) = kernels(module)
+    assert "[floordiv(x, s0) + 8*mod(x, s0)]" in print_ir(k)
+
+
+def two_readers(extra: str = "", outs: str = "") -> str:
+    t = T("s0, 8")
+    return graph(f"%x : {t}, %y : {t}", ", ".join([t, t] + ([t] if outs else [])), f"""
+    %a = fusec.pointwise "add" %x, %y : ({t}, {t}) -> {t}
+    %b = fusec.pointwise "exp" %a : ({t}) -> {t}
+    %c = fusec.pointwise "sin" %a : ({t}) -> {t}{extra}
+    fusec.output %b, %c{outs} : {", ".join([t, t] + ([t] if outs else []))}""")
+
+
+def test_readers_covering_the_producer_end_in_one_kernel():
+    # The first reader also stores %a (it visits all of it once); the second then inlines that kernel.
+    module, notes = fuse(two_readers())
+    (k,) = kernels(module)
+    assert k.sym_name.data == "fusec_poi_add_exp_sin_2" and len(k.outputs) == 2
+    assert not notes
+
+
+def test_cheap_producer_is_recomputed_in_each_transposed_reader():
+    t = T("s0, s0")
+    module, notes = fuse(graph(f"%x : {t}, %y : {t}", f"{t}, {t}", f"""
+    %a = fusec.pointwise "add" %x, %y : ({t}, {t}) -> {t}
+    %p = fusec.permute %a [1, 0] : {t} -> {t}
+    %b = fusec.pointwise "exp" %p : ({t}) -> {t}
+    %c = fusec.pointwise "sin" %p : ({t}) -> {t}
+    fusec.output %b, %c : {t}, {t}"""))
+    assert [k.sym_name.data for k in kernels(module)] == ["fusec_poi_add_exp_1", "fusec_poi_add_sin_2"]
+    assert not notes
+
+
+def test_expensive_producer_is_stored_by_a_reader_that_covers_it():
+    # With recompute-max-ops=0 nothing is recomputed: the first reader also stores %a
+    # and the second reader then inlines that merged kernel's copy.
+    module, _ = fuse(two_readers(), **{"recompute_max_ops": 0})
+    (k,) = kernels(module)
+    assert len(k.outputs) == 2 and "\"add\"" in print_ir(k)
+
+
+def test_graph_output_blocks_an_expensive_non_covering_reader():
+    t, tt = T("s0, s0"), T("s0, s0")
+    body = f"""
+    %a = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %b = fusec.pointwise "sin" %a : ({t}) -> {t}
+    %p = fusec.permute %b [1, 0] : {t} -> {tt}
+    %n = fusec.pointwise "neg" %p : ({tt}) -> {tt}
+    fusec.output %b, %n : {t}, {tt}"""
+    text = graph(f"%x : {t}", f"{t}, {tt}", body)
+    module, notes = fuse(text, recompute_max_ops=2)
+    assert len(kernels(module)) == 2
+    (note,) = notes
+    assert note.code == "graph-output"
+    assert "recomputing costs 3 ops > recompute-max-ops=2" in note.message
+    module, notes = fuse(text, recompute_max_ops=3)  # cheap enough: the reader recomputes, the producer stays
+    assert [k.sym_name.data for k in kernels(module)] == ["fusec_poi_exp_sin_1", "fusec_poi_exp_sin_neg_2"]
+
+
+def test_extern_reader_gets_the_value_from_the_fused_kernel():
+    t = T("s0, 8")
+    v = T("8, 8")
+    module, notes = fuse(graph(f"%x : {t}, %v : {v}", f"{t}, {t}", f"""
+    %a = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %mm:1 = fusec.extern "aten.mm.default" (%a, %v) "T(0), T(1)" : ({t}, {v}) -> ({t})
+    %b = fusec.pointwise "tanh" %a : ({t}) -> {t}
+    fusec.output %mm, %b : {t}, {t}"""), recompute_max_ops=0)
+    (k,) = kernels(module)
+    assert len(k.outputs) == 2  # tanh's result and exp's, which the extern reads
+    extern = next(op for op in interpreter.find_graph(module).block.ops if isinstance(op, F.ExternOp))
+    assert extern.inputs[0].owner is k
+    assert [n.code for n in notes] == ["extern-consumer"]
+    assert "aten.mm.default" in notes[0].message
+
+
+def test_limits_decline_with_the_numbers():
+    module, notes = fuse(affine_sigmoid("s0"), max_ops=5)
+    assert len(kernels(module)) == 2  # mul+add fits in 5 ops, adding sigmoid does not
+    assert [(n.code, n.message) for n in notes] == [("limit", "max-ops=5 exceeded (7)")]
+    module, notes = fuse(affine_sigmoid("s0"), max_inputs=2)
+    assert len(kernels(module)) == 2
+    assert [(n.code, n.message) for n in notes] == [("limit", "max-inputs=2 exceeded (3)")]
+
+
+def test_cat_reader_masks_the_inlined_loads():
+    t, c = T("s0, 4"), T("s0, 8")
+    module, _ = fuse(graph(f"%x : {t}, %y : {t}", c, f"""
+    %e = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %l = fusec.pointwise "sin" %y : ({t}) -> {t}
+    %k = fusec.cat %e, %l dim 1 : ({t}, {t}) -> {c}
+    fusec.output %k : {c}"""))
+    (k,) = kernels(module)
+    text = print_ir(k)
+    assert text.count(" mask ") == 2 and "\"where\"" in text
+
+
+def test_masked_read_of_an_integer_division_is_declined():
+    t, c = T("s0, 4", "i64"), T("s0, 8", "i64")
+    module, notes = fuse(graph(f"%x : {t}, %y : {t}", c, f"""
+    %one = fusec.constant 1 : {T("", "i64")}
+    %y1 = fusec.pointwise "add" %y, %one : ({t}, {T("", "i64")}) -> {t}
+    %f = fusec.pointwise "floordiv" %x, %y1 : ({t}, {t}) -> {t}
+    %k = fusec.cat %f, %x dim 1 : ({t}, {t}) -> {c}
+    fusec.output %k : {c}"""))
+    assert len(kernels(module)) == 2  # masked-off lanes would divide by zero
+    assert [n.code for n in notes] == ["masked-load"]
