@@ -1,0 +1,249 @@
+"""A static cost model for launching kernels alone or as one combo kernel.
+
+No benchmarking: it estimates from the IR alone.  Sizes are symbolic, so every
+estimate goes through ``SizeHints`` (a value per size symbol, whose origin is
+recorded so that a remark can say when a value was assumed).
+
+The model, per kernel ``i`` on a GPU with ``W = sm_count`` block slots::
+
+    B_i   bytes moved: each distinct input buffer read once over the elements its
+          loads touch (at most the buffer's size), each output buffer written once
+    N_i   thread blocks: cdiv(xnumel, XBLOCK) with the block sizes of ``block_shape``
+    tau_i time of one block = (B_i / N_i) / (BW / W)   (a block gets one SM's share of
+          the bandwidth: a kernel with few blocks cannot saturate HBM)
+
+    alone:  T_i      = L + ceil(N_i / W) * tau_i                (whole waves)
+    combo:  T_combo  = L + max_i tau_i                           if sum N_i <= W (one wave)
+                     = L + sum_i N_i * tau_i / W + max_i tau_i   otherwise (list scheduling:
+                       the work spread over W slots plus a tail of the longest block)
+
+A combo pays one launch overhead ``L`` instead of ``n``; it loses when the tail of
+its longest blocks costs more than the launches it saves.  Joining kernel ``k`` to a
+group ``G`` is profitable iff ``T(G + k) < T(G) + T(k)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import sympy
+from xdsl.ir import SSAValue
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+
+# Used for a size symbol with neither a hint option nor a declared lower bound above 1.
+DEFAULT_SIZE_HINT = 8192
+
+ELEMENT_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
+                 "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
+# ---------------------------------------------------------------- size hints
+
+
+@dataclass(frozen=True)
+class SizeHints:
+    """A value for each size symbol, and where it came from ("option", "lower-bound", "default")."""
+
+    values: Mapping[str, int]
+    origin: Mapping[str, str] = field(default_factory=dict)
+
+    def __call__(self, expr: sympy.Basic | int) -> int:
+        """The hinted value of a size expression (symbols missing from ``values`` take the default)."""
+        e = sympy.sympify(expr)
+        env = {name: self.values.get(name, DEFAULT_SIZE_HINT) for name in shapes.free_size_symbols([e])}
+        return max(0, shapes.evaluate(e, env))
+
+    @property
+    def defaulted(self) -> list[str]:
+        return sorted(s for s, o in self.origin.items() if o == "default")
+
+    def remark_data(self) -> dict:
+        data: dict = {"size_hints": dict(self.values)}
+        if self.defaulted:
+            data["defaulted_size_hints"] = {s: DEFAULT_SIZE_HINT for s in self.defaulted}
+        return data
+
+
+def parse_size_hints(entries: Iterable[str]) -> dict[str, int]:
+    """``("s0=1024", "s1=64")`` -> ``{"s0": 1024, "s1": 64}``; ValueError naming the bad entry."""
+    out: dict[str, int] = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not shapes._SYMBOL_NAME.match(name) or name in shapes.INDEX_VARS or not value.isdigit():
+            raise ValueError(f"size hint '{entry}' is not of the form SYMBOL=INTEGER (e.g. s0=1024)")
+        out[name] = int(value)
+    return out
+
+
+def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = None) -> SizeHints:
+    """Hints for every symbol the graph declares or uses: the option's value, else the declared
+    lower bound when it is above 1, else ``DEFAULT_SIZE_HINT`` (recorded as "default")."""
+    overrides = dict(overrides or {})
+    declared = graph.declared_symbols
+    used = set(declared)
+    for arg in graph.block.args:
+        used |= shapes.free_size_symbols(arg.type.dims)
+    for op in graph.walk():
+        for prop in op.properties.values():
+            if isinstance(prop, F.ExprAttr):
+                used |= shapes.free_size_symbols([prop.data])
+        if isinstance(op, F.KernelOp):
+            used |= shapes.free_size_symbols(op.domain_exprs)
+        for r in op.results:
+            if isinstance(r.type, F.TensorType):
+                used |= shapes.free_size_symbols(r.type.dims)
+    values: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for s in sorted(used):
+        if s in overrides:
+            values[s], origin[s] = overrides[s], "option"
+        elif s in declared and declared[s].lower.data > 1:
+            values[s], origin[s] = declared[s].lower.data, "lower-bound"
+        else:
+            values[s], origin[s] = DEFAULT_SIZE_HINT, "default"
+    return SizeHints(values, origin)
+
+
+# ---------------------------------------------------------------- per-kernel numbers
+
+
+def element_bytes(t) -> int:
+    return ELEMENT_BYTES[F.dtype_name(F.element_of(t))]
+
+
+def storage_numel(t: F.TensorType) -> sympy.Expr:
+    """Elements a buffer of this type spans (its strides included)."""
+    if any(d == 0 for d in t.dims):
+        return sympy.Integer(0)
+    return sympy.Integer(1) + sum(((d - 1) * s for d, s in zip(t.dims, t.layout)), sympy.Integer(0))
+
+
+def buffer_bytes(t: F.TensorType, hints: SizeHints) -> int:
+    return hints(storage_numel(t)) * element_bytes(t)
+
+
+def _uses_r(expr: sympy.Basic) -> bool:
+    return "r" in {s.name for s in sympy.sympify(expr).free_symbols}
+
+
+def kernel_bytes(kernel: F.KernelOp, hints: SizeHints) -> int:
+    """Bytes a kernel moves: each buffer once, over the elements its accesses touch."""
+    xnumel = hints(kernel.domain_exprs[0])
+    rnumel = hints(kernel.domain_exprs[1]) if kernel.is_reduction else 1
+    touched: dict[SSAValue, int] = {}
+    for op in kernel.block.ops:
+        if isinstance(op, (F.LoadOp, F.StoreOp)):
+            iterations = xnumel * rnumel if _uses_r(op.index.data) else xnumel
+            if not {s.name for s in op.index.data.free_symbols} & {"x", "r"} and getattr(op, "offset", None) is None:
+                iterations = 1  # one element for the whole kernel
+            touched[op.buffer] = max(touched.get(op.buffer, 0), iterations)
+    total = 0
+    for buf, iterations in touched.items():
+        total += min(iterations, hints(storage_numel(buf.type))) * element_bytes(buf.type)
+    return total
+
+
+@dataclass(frozen=True)
+class BlockShape:
+    """How a kernel is tiled: XBLOCK rows per block, RBLOCK (None: pointwise), persistent or looped."""
+
+    xblock: int
+    rblock: int | None
+    persistent: bool
+
+    def blocks(self, xnumel: int) -> int:
+        return max(1, shapes.ceil_div(xnumel, self.xblock))
+
+
+# The block sizes below mirror fusec/lowering/heuristics.py (Hopper rules of thumb); the cost model
+# does not import the lowering (dependencies point from the lowering to the passes, not back).
+PERSISTENT_RNUMEL_LIMIT = 4096  # LoweringOptions.persistent_threshold
+TILE_ELEMENTS = 4096
+
+
+def _clamp(v: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, v))
+
+
+def block_shape(kernel: F.KernelOp, hints: SizeHints) -> BlockShape:
+    """The block sizes the cost model assumes for the hinted sizes."""
+    xnumel = max(hints(kernel.domain_exprs[0]), 1)
+    if not kernel.is_reduction:
+        return BlockShape(_clamp(shapes.next_power_of_2(xnumel), 16, 1024), None, False)
+    rnumel = max(hints(kernel.domain_exprs[1]), 1)
+    if rnumel <= PERSISTENT_RNUMEL_LIMIT:
+        rblock = max(shapes.next_power_of_2(rnumel), 2)
+        xblock = min(_clamp(TILE_ELEMENTS // rblock, 1, 32), shapes.next_power_of_2(xnumel))
+        return BlockShape(xblock, rblock, True)
+    rblock = _clamp(shapes.next_power_of_2(rnumel), 2, 1024)
+    return BlockShape(min(_clamp(2048 // rblock, 1, shapes.next_power_of_2(xnumel)), 8), rblock, False)
+
+
+# ---------------------------------------------------------------- time estimates
+
+
+@dataclass(frozen=True)
+class GPU:
+    """The machine the estimates are for (defaults: an H100 SXM)."""
+
+    sm_count: int = 132
+    bandwidth_bytes_per_us: float = 3.0e6  # ~3 TB/s of achievable HBM bandwidth
+    launch_overhead_us: float = 4.5
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    bytes: int
+    blocks: int
+
+    def block_time_us(self, gpu: GPU) -> float:
+        return (self.bytes / self.blocks) / (gpu.bandwidth_bytes_per_us / gpu.sm_count)
+
+
+def kernel_cost(kernel: F.KernelOp, hints: SizeHints) -> KernelCost:
+    return KernelCost(kernel_bytes(kernel, hints), block_shape(kernel, hints).blocks(hints(kernel.domain_exprs[0])))
+
+
+def launch_time_us(costs: Sequence[KernelCost], gpu: GPU) -> float:
+    """Estimated time of launching ``costs`` as one kernel (one member: the kernel alone)."""
+    if not costs:
+        return 0.0
+    taus = [c.block_time_us(gpu) for c in costs]
+    if len(costs) == 1:
+        return gpu.launch_overhead_us + math.ceil(costs[0].blocks / gpu.sm_count) * taus[0]
+    total_blocks = sum(c.blocks for c in costs)
+    if total_blocks <= gpu.sm_count:
+        return gpu.launch_overhead_us + max(taus)
+    work = sum(c.blocks * t for c, t in zip(costs, taus)) / gpu.sm_count
+    return gpu.launch_overhead_us + work + max(taus)
+
+
+def join_gain_us(group: Sequence[KernelCost], kernel: KernelCost, gpu: GPU) -> float:
+    """Time saved by launching ``kernel`` inside the combo ``group`` rather than on its own (> 0: join)."""
+    return launch_time_us(group, gpu) + launch_time_us([kernel], gpu) - launch_time_us([*group, kernel], gpu)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def kernel_size_symbols(kernel: F.KernelOp) -> set[str]:
+    """Size symbols the kernel's source takes as arguments (domain, indices, symbolic values)."""
+    syms = shapes.free_size_symbols(kernel.domain_exprs)
+    for op in kernel.block.ops:
+        for prop in op.properties.values():
+            if isinstance(prop, F.ExprAttr):
+                syms |= shapes.free_size_symbols([prop.data])
+    return syms
+
+
+def combo_arg_count(kernels: Sequence[F.KernelOp]) -> int:
+    """Pointer arguments (distinct inputs, every output) plus size arguments of one combined kernel."""
+    inputs = {v for k in kernels for v in k.inputs}
+    outputs = sum(len(k.outputs) for k in kernels)
+    sizes = set().union(*(kernel_size_symbols(k) for k in kernels)) if kernels else set()
+    return len(inputs) + outputs + len(sizes)

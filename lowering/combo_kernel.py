@@ -1,0 +1,271 @@
+"""One ``fusec.combo`` -> one Triton kernel whose programs are routed to its sub-kernels.
+
+Each sub-kernel is lowered alone by ``fusec.lowering.triton_kernel`` (so it keeps its
+own kind and its own block sizes, ``XBLOCK_i``/``RBLOCK_i``) and its body is inlined
+under a branch on the program id::
+
+    pid = tl.program_id(0)
+    num_blocks_0 = (xnumel_0 + XBLOCK_0 - 1) // XBLOCK_0
+    num_blocks_1 = num_blocks_0 + (xnumel_1 + XBLOCK_1 - 1) // XBLOCK_1
+    if pid < num_blocks_0:
+        xoffset_0 = pid * XBLOCK_0              # sub-kernel 0, its names suffixed _0
+        ...
+    elif pid < num_blocks_1:
+        xoffset_1 = (pid - num_blocks_0) * XBLOCK_1
+        ...
+
+Sizes stay runtime ints (``xnumel_i``, ``rnumel_i``, then the size symbols, shared by the
+sub-kernels), so one source serves every size; the grid is the sum of the block counts,
+computed on the host from the actual sizes.  A sub-kernel's names are renamed on its
+Python AST, not by text: names of the sub-kernel's own (locals and parameters) get a
+suffix, Triton's and the helpers' names stay.  Inputs read by several sub-kernels are
+passed once.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import sympy
+from xdsl.ir import SSAValue
+
+from fusec import shapes
+from fusec.dialects import fusec as F
+from fusec.lowering import heuristics, triton_ops as ops
+from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
+
+# Names the combo kernel itself defines; a size symbol spelled like one is passed as sym_<name>.
+_COMBO_NAMES = re.compile(r"^(pid|num_blocks_\d+|(in|out)_ptr\d+|[xr]numel_\d+|[XR]BLOCK_\d+)$")
+_GLOBALS = {"tl", "triton", "libdevice", "range", "float", "int", "min", "max", "len", "True", "False", "None"}
+
+
+@dataclass(frozen=True)
+class ComboMember:
+    """One sub-kernel: how it was lowered alone, and where its arguments come from in the combo."""
+
+    kernel: TritonKernel
+    xnumel: sympy.Expr
+    rnumel: sympy.Expr | None
+
+    def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
+        return self.kernel.config(xnumel, rnumel)
+
+
+@dataclass(frozen=True)
+class TritonCombo:
+    """A lowered combo: its module source and its calling convention.
+
+    Arguments: ``pointers`` (graph-level values: distinct inputs, then every member's
+    outputs), then ``size_args`` (name, value over size symbols), then the constexprs
+    ``XBLOCK_i`` (and ``RBLOCK_i`` for reductions) of each member.  Like a
+    ``TritonKernel``, ``name`` is the ``@triton.jit`` function of ``source``.
+    """
+
+    name: str
+    source: str
+    members: tuple[ComboMember, ...]
+    pointers: tuple[SSAValue, ...]
+    size_args: tuple[tuple[str, sympy.Expr], ...]
+
+    def launch_plan(self, env: Mapping[str, int]) -> tuple[int, dict[str, int], int]:
+        """(grid size, constexprs, num_warps) for actual sizes: each member's own block sizes."""
+        grid, constexprs, warps = 0, {}, 1
+        for i, m in enumerate(self.members):
+            x = shapes.evaluate(m.xnumel, env)
+            r = shapes.evaluate(m.rnumel, env) if m.rnumel is not None else 1
+            cfg = m.config(x, r)
+            constexprs[f"XBLOCK_{i}"] = cfg.xblock
+            if m.rnumel is not None:
+                constexprs[f"RBLOCK_{i}"] = cfg.rblock
+            grid += shapes.ceil_div(x, cfg.xblock)
+            warps = max(warps, cfg.num_warps)
+        return grid, constexprs, warps
+
+    def launch(self, fn, buffers: Sequence, env: Mapping[str, int]) -> None:
+        """Launch the loaded kernel ``fn`` on ``buffers`` (one tensor per pointer) for sizes ``env``."""
+        grid, constexprs, warps = self.launch_plan(env)
+        if grid:
+            sizes = [shapes.evaluate(e, env) for _, e in self.size_args]
+            fn[(grid,)](*buffers, *sizes, **constexprs, num_warps=warps)
+
+
+def lower_combo(combo: F.ComboOp, size_hints: Mapping[str, int] | None = None,
+                bounds: Mapping[str, tuple[float, float]] | None = None,
+                options: LoweringOptions = LoweringOptions()) -> TritonCombo:
+    """The Triton module source of ``combo``: one kernel, its programs routed to the sub-kernels."""
+    if not combo.kernels:
+        raise LoweringError(f"fusec.combo @{combo.sym_name.data} holds no kernel")
+    return lower_kernels_as_combo(combo.sym_name.data, combo.kernels, size_hints, bounds, options)
+
+
+def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_hints: Mapping[str, int] | None = None,
+                           bounds: Mapping[str, tuple[float, float]] | None = None,
+                           options: LoweringOptions = LoweringOptions()) -> TritonCombo:
+    """``lower_combo`` for independent kernels not (yet) in a ``fusec.combo`` (e.g. to time them both ways)."""
+    bounds = dict(symbol_bounds(kernels[0]) if bounds is None else bounds)
+    lowered = [lower_kernel(k, size_hints, bounds, options) for k in kernels]
+    inputs: list[SSAValue] = []
+    for k in kernels:
+        inputs += [v for v in k.inputs if v not in inputs]
+    outputs = [r for k in kernels for r in k.results]
+    pointer_name = {v: f"in_ptr{j}" for j, v in enumerate(inputs)}
+    out_name = {r: f"out_ptr{j}" for j, r in enumerate(outputs)}
+
+    symbols: dict[str, str] = {}  # size symbol -> the combo's argument for it
+    members, size_params, branches, constexprs, texts = [], [], [], [], []
+    for i, (k, tk) in enumerate(zip(kernels, lowered)):
+        sizes = dict(tk.size_args)
+        rnumel = sizes.get("rnumel")
+        members.append(ComboMember(tk, sizes["xnumel"], rnumel))
+        size_params.append((f"xnumel_{i}", sizes["xnumel"]))
+        if rnumel is not None:
+            size_params.append((f"rnumel_{i}", rnumel))
+        constexprs += [f"{c}_{i}" for c in tk.constexprs]
+        args = {}
+        for param, v in zip(_params(tk)[: tk.num_inputs + tk.num_outputs], list(k.inputs) + list(k.results)):
+            args[param] = pointer_name[v] if v in pointer_name else out_name[v]
+        for param, e in tk.size_args:
+            if param in ("xnumel", "rnumel"):
+                args[param] = f"{param}_{i}"
+            else:
+                sym = e.name
+                symbols.setdefault(sym, f"sym_{sym}" if _COMBO_NAMES.match(sym) or sym in _GLOBALS else sym)
+                args[param] = symbols[sym]
+        for c in tk.constexprs:
+            args[c] = f"{c}_{i}"
+        offset = "pid" if i == 0 else f"(pid - num_blocks_{i - 1})"
+        body = _inline_body(tk, i, args, offset)
+        dom = ", ".join(shapes.print_expr(d) for d in k.domain_exprs)
+        branches.append((f"{tk.name}: {tk.kind} over [{dom}]", body))
+        texts.append(tk.source)
+    size_params += [(arg, shapes.size_symbol(sym)) for sym, arg in sorted(symbols.items(), key=lambda t: _natural(t[0]))]
+
+    name = re.sub(r"\W", "_", combo_name)
+    params = list(pointer_name.values()) + list(out_name.values()) + [n for n, _ in size_params] + [f"{c}: tl.constexpr" for c in constexprs]
+    lines = ["@triton.jit", f"def {name}({', '.join(params)}):", "    pid = tl.program_id(0)"]
+    for i, tk in enumerate(lowered):
+        count = f"(xnumel_{i} + XBLOCK_{i} - 1) // XBLOCK_{i}"  # not tl.cdiv: a library @jit function the interpreter cannot call
+        lines.append(f"    num_blocks_{i} = {count}" if i == 0 else f"    num_blocks_{i} = num_blocks_{i - 1} + {count}")
+    for i, (what, body) in enumerate(branches):
+        lines.append(f"    {'if' if i == 0 else 'elif'} pid < num_blocks_{i}:")
+        lines.append(f"        # sub-kernel {i}: {what}")
+        lines += ["        " + line for line in body]
+    source = _module(name, lowered, "\n".join(lines) + "\n")
+    return TritonCombo(name, source, tuple(members), tuple(inputs + outputs), tuple(size_params))
+
+
+def _params(tk: TritonKernel) -> list[str]:
+    return [a.arg for a in _function(tk).args.args]
+
+
+def _function(tk: TritonKernel) -> ast.FunctionDef:
+    tree = ast.parse(tk.source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == tk.name:
+            return node
+    raise LoweringError(f"the source of kernel {tk.name} defines no function {tk.name}")
+
+
+class _Rename(ast.NodeTransformer):
+    """Suffixes a sub-kernel's own names, maps its parameters to the combo's, shifts its program id."""
+
+    def __init__(self, names: Mapping[str, str], program_id: ast.expr):
+        self.names, self.program_id = names, program_id
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name(self.names.get(node.id, node.id), node.ctx), node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "program_id" and isinstance(f.value, ast.Name) and f.value.id == "tl":
+            return self.program_id
+        return self.generic_visit(node)
+
+
+def _inline_body(tk: TritonKernel, i: int, args: Mapping[str, str], offset: str) -> list[str]:
+    """The body of sub-kernel ``tk`` as the ``i``-th branch of a combo."""
+    fn = _function(tk)
+    params = [a.arg for a in fn.args.args]
+    assigned = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names: dict[str, str] = {}
+    prologue: list[str] = []
+    for p in params:
+        if p in assigned:  # re-bound in the body (an int64 cast): rebinding a shared argument inside a branch is an error
+            names[p] = f"{p}_{i}_v"
+            prologue.append(f"{names[p]} = {args[p]}")
+        else:
+            names[p] = args[p]
+    for n in assigned - set(params):
+        if n in _GLOBALS:
+            raise LoweringError(f"kernel {tk.name} assigns to '{n}'")
+        names[n] = f"{n}_{i}"
+    program_id = ast.parse(offset, mode="eval").body
+    body = [_Rename(names, program_id).visit(stmt) for stmt in fn.body]
+    return prologue + [line for stmt in body for line in ast.unparse(ast.fix_missing_locations(stmt)).splitlines()]
+
+
+def _module(name: str, lowered: Sequence[TritonKernel], kernel_text: str) -> str:
+    parts = ", ".join(f"{tk.name} ({tk.kind})" for tk in lowered)
+    head = [f"# fusec combo kernel {name}: {len(lowered)} sub-kernels routed by program id: {parts}",
+            "import triton", "import triton.language as tl"]
+    if "libdevice." in kernel_text:
+        head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
+                 "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
+    helpers = [ops.HELPERS[h] for h in ops.HELPERS if re.search(rf"\b{h}\b", kernel_text)]
+    return "\n".join(head) + "\n\n\n" + "".join(h + "\n\n" for h in helpers) + kernel_text
+
+
+def _natural(name: str):
+    m = re.match(r"^(.*?)(\d*)$", name)
+    return (m.group(1), int(m.group(2)) if m.group(2) else -1)
+
+
+# ---------------------------------------------------------------- host code
+
+
+def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, names: dict[SSAValue, str],
+                       new_buffer: Callable[[SSAValue], str], py: Callable[[sympy.Expr], str],
+                       shape_tuple: Callable[[Sequence[sympy.Expr]], str], torch_dtype: Callable[[F.TensorType], str]) -> list[str]:
+    """Launcher lines for one combo: allocate every member's outputs, size the blocks, one launch.
+
+    ``names`` maps graph values to launcher variables (the combo's results are added,
+    aliasing its members' output buffers); the callables come from the launcher writer.
+    """
+    lines: list[str] = []
+    for k in combo.kernels:
+        for r in k.results:
+            t = r.type
+            buf = new_buffer(r)
+            lines.append(f"{buf} = _empty({shape_tuple(t.dims)}, {shape_tuple(t.layout)}, dtype={torch_dtype(t)}, device=device)")
+    for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands):
+        names[outer] = names[inner]
+    counts, warps, blocks = [], [], []
+    static = not any(e.free_symbols for _, e in tc.size_args)
+    for i, m in enumerate(tc.members):
+        reduction = m.rnumel is not None
+        if static:
+            x, r = int(m.xnumel), int(m.rnumel) if reduction else 1
+            cfg = m.config(x, r)
+            lines.append(f"xnumel_{i}" + (f", rnumel_{i}" if reduction else "") + f" = {x}" + (f", {r}" if reduction else ""))
+            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {cfg.xblock}, {cfg.rblock}, {cfg.num_warps}")
+        else:
+            lines.append(f"xnumel_{i} = {py(m.xnumel)}")
+            if reduction:
+                lines.append(f"rnumel_{i} = {py(m.rnumel)}")
+            k = m.kernel
+            call = {"pointwise": f"_pointwise_config(xnumel_{i})",
+                    "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
+                    "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
+            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
+        counts.append(f"triton.cdiv(xnumel_{i}, XBLOCK_{i})")
+        warps.append(f"num_warps_{i}")
+        blocks.append(f"XBLOCK_{i}=XBLOCK_{i}" + (f", RBLOCK_{i}=RBLOCK_{i}" if reduction else ""))
+    args = [names[v] for v in tc.pointers] + [n if n.startswith(("xnumel_", "rnumel_")) else py(e) for n, e in tc.size_args]
+    lines.append(f"grid = {' + '.join(counts)}")
+    lines.append("if grid:")
+    num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
+    lines.append(f"    {tc.name}[(grid,)]({', '.join(args)}, {', '.join(blocks)}, num_warps={num_warps})")
+    return lines

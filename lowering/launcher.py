@@ -1,0 +1,407 @@
+"""A graph after form-kernels -> straight-line host Python ``def call(inputs): ...``.
+
+The generated function binds every size symbol from an input's shape (or
+stride), checks each input's shape and dtype, gives each input the layout its
+type declares (a copy when the strides differ: robust against callers passing
+transposed or sliced tensors, at the cost of one copy), allocates kernel outputs
+with ``torch.empty_strided``, launches kernels with grids computed from the
+symbolic sizes, runs views as torch views and externs as direct torch calls, and
+returns the outputs.  Buffers are deleted after their last use.
+
+Per-call work is the generated lines themselves: no IR, no parsing, no sympy.
+Block sizes are literals when a kernel's domain is static; with a symbolic
+domain they come from ``fusec.lowering.heuristics`` for the actual sizes of the
+call (memoised; a persistent reduction must size RBLOCK to the actual row).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import sympy
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec import externs, shapes
+from fusec.dialects import fusec as F
+from fusec.lowering import heuristics
+from fusec.lowering.expr_printer import python_expr
+from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
+
+_VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """The host side of a compiled graph.
+
+    ``source`` defines ``call(inputs)``; its free names are the kernels (by
+    ``TritonKernel.name``), the extern targets in ``externs`` (name -> target such as
+    ``aten.mm.default``), and ``runtime_globals()``.
+    """
+
+    graph_name: str
+    source: str
+    kernels: tuple[TritonKernel, ...]
+    externs: tuple[tuple[str, str], ...]
+
+
+def runtime_globals() -> dict[str, object]:
+    """The helpers every generated launcher may call."""
+    import torch
+    import triton
+
+    return {
+        "torch": torch,
+        "triton": triton,
+        "_empty": torch.empty_strided,
+        "_slice": torch.ops.aten.slice.Tensor,
+        "_as_layout": as_layout,
+        "_bad_input": bad_input,
+        "_bad_input_count": bad_input_count,
+        "_pointwise_config": heuristics.pointwise_config,
+        "_persistent_config": heuristics.persistent_config,
+        "_looped_config": heuristics.looped_config,
+    }
+
+
+def as_layout(t, strides: tuple[int, ...]):
+    """``t`` with ``strides``: itself when only size-0/1 dims differ (kernels never step along them), else a copy."""
+    if t.numel() == 0 or all(st == want or size == 1 for size, st, want in zip(t.shape, t.stride(), strides)):
+        return t
+    import torch
+
+    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+class InputMismatch(ValueError):
+    """A compiled graph called with tensors its types do not admit."""
+
+
+def bad_input(graph: str, i: int, t, shape: tuple, dtype) -> None:
+    raise InputMismatch(f"@{graph}: input {i} must be {dtype} of shape {list(shape)} (bound from the inputs' sizes), "
+                        f"got {t.dtype} of shape {list(t.shape)}")
+
+
+def bad_input_count(graph: str, want: int, inputs) -> None:
+    raise InputMismatch(f"@{graph} takes {want} tensors, got {len(inputs)}")
+
+
+# ---------------------------------------------------------------- generation
+
+
+def lower_graph(graph: F.GraphOp, size_hints: Mapping[str, int] | None = None,
+                options: LoweringOptions = LoweringOptions()) -> Launcher:
+    return _LauncherWriter(graph, dict(size_hints or {}), options).write()
+
+
+_TORCH_DTYPES = {
+    "bool": "torch.bool", "int8": "torch.int8", "int16": "torch.int16", "int32": "torch.int32", "int64": "torch.int64",
+    "uint8": "torch.uint8", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32",
+    "float64": "torch.float64",
+}
+
+
+def _tuple(items: list[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+class _LauncherWriter:
+    def __init__(self, graph: F.GraphOp, size_hints: dict[str, int], options: LoweringOptions):
+        self.graph, self.hints, self.options = graph, size_hints, options
+        self.gname = graph.sym_name.data
+        self.names: dict[SSAValue, str] = {}
+        self.used_symbols: set[str] = set()
+        self.kernels: dict[str, TritonKernel] = {}
+        self.externs: dict[str, str] = {}
+        self.buffers = 0
+
+    def py(self, e: sympy.Expr) -> str:
+        """Host code for a size expression; remembers the symbols it needs bound."""
+        self.used_symbols |= shapes.free_size_symbols([e])
+        return python_expr(e)
+
+    def shape_tuple(self, dims) -> str:
+        return "()" if not dims else _tuple([self.py(d) for d in dims])
+
+    def new_buffer(self, value: SSAValue) -> str:
+        name = f"buf{self.buffers}"
+        self.buffers += 1
+        self.names[value] = name
+        return name
+
+    # ------------------------------------------------------------ ops
+
+    def write(self) -> Launcher:
+        ops = list(self.graph.block.ops)
+        body: list[str] = []
+        outputs = set(ops[-1].operands) if ops and isinstance(ops[-1], F.OutputOp) else set()
+        last_use = {}
+        for i, op in enumerate(ops):
+            for v in _graph_operands(op):
+                last_use[v] = i
+        for i, arg in enumerate(self.graph.block.args):
+            self.names[arg] = f"arg{i}"
+        for i, op in enumerate(ops):
+            if isinstance(op, F.OutputOp):
+                body.append(f"return [{', '.join(self.names[v] for v in op.values)}]")
+                break
+            body += self.op_lines(op)
+            dead = [v for v in _graph_operands(op) if last_use.get(v) == i and v not in outputs and not _is_input(v)]
+            dead += [r for r in _graph_results(op) if r not in last_use and r not in outputs]
+            dead_names = sorted({self.names[v] for v in dead}, key=lambda n: int(n.removeprefix("buf")))
+            if dead_names:
+                body.append(f"del {', '.join(dead_names)}")
+        prologue = self.prologue()
+        lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
+        source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
+        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()))
+
+    def op_lines(self, op: Operation) -> list[str]:
+        if isinstance(op, F.KernelOp):
+            return self.kernel(op)
+        if isinstance(op, F.ExternOp):
+            return self.extern(op)
+        if isinstance(op, _VIEWS):
+            return self.view(op)
+        if isinstance(op, F.ComboOp):
+            return self.combo(op)
+        raise LoweringError(f"@{self.gname}: {op.name} cannot reach the launcher; run form-kernels first "
+                            "(after it a graph holds only kernels, combos, externs, views and its output)")
+
+    def kernel(self, op: F.KernelOp) -> list[str]:
+        tk = lower_kernel(op, self.hints, symbol_bounds(op), self.options)
+        known = self.kernels.get(tk.name)
+        if known is not None and known.source != tk.source:
+            raise LoweringError(f"@{self.gname}: two different kernels are named @{tk.name}")
+        self.kernels[tk.name] = tk
+        lines: list[str] = []
+        for r in op.outputs:
+            t = r.type
+            name = self.new_buffer(r)
+            lines.append(f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
+                         f"dtype={_TORCH_DTYPES[F.dtype_name(t.element_type)]}, device=device)")
+        sizes = dict(tk.size_args)
+        xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
+        static = not (xnumel.free_symbols or rnumel.free_symbols)
+        args = [self.names[v] for v in op.inputs] + [self.names[r] for r in op.outputs]
+        if static:
+            x, rv = int(xnumel), int(rnumel)
+            cfg = tk.config(x, rv)
+            args += [str(x)] + ([str(rv)] if op.is_reduction else [])
+            blocks = f"XBLOCK={cfg.xblock}" + (f", RBLOCK={cfg.rblock}" if op.is_reduction else "")
+            grid = f"({shapes.ceil_div(x, cfg.xblock)},)"
+            warps = str(cfg.num_warps)
+        else:
+            lines.append(f"xnumel = {self.py(xnumel)}")
+            if op.is_reduction:
+                lines.append(f"rnumel = {self.py(rnumel)}")
+            args += ["xnumel"] + (["rnumel"] if op.is_reduction else [])
+            if tk.kind == "pointwise":
+                lines.append("XBLOCK, _, num_warps = _pointwise_config(xnumel)")
+            elif tk.kind == "persistent":
+                lines.append(f"XBLOCK, RBLOCK, num_warps = _persistent_config(xnumel, rnumel, {tk.outer})")
+            else:
+                lines.append(f"XBLOCK, RBLOCK, num_warps = _looped_config(xnumel, rnumel, {tk.outer}, {tk.max_rblock})")
+            blocks = "XBLOCK=XBLOCK" + (", RBLOCK=RBLOCK" if op.is_reduction else "")
+            grid = "(triton.cdiv(xnumel, XBLOCK),)"
+            warps = "num_warps"
+        args += [self.py(e) for name, e in tk.size_args if name not in ("xnumel", "rnumel")]
+        lines.append(f"{tk.name}[{grid}]({', '.join(args)}, {blocks}, num_warps={warps})")
+        return lines
+
+    def combo(self, op: F.ComboOp) -> list[str]:
+        """One launch for the combo's kernels (fusec.lowering.combo_kernel writes the kernel and these lines)."""
+        from fusec.lowering.combo_kernel import combo_launch_lines, lower_combo
+
+        tc = lower_combo(op, self.hints, None, self.options)
+        self.kernels[tc.name] = tc  # loaded and called like a TritonKernel: .name, .source
+        return combo_launch_lines(op, tc, self.names, self.new_buffer, self.py, self.shape_tuple,
+                                  lambda t: _TORCH_DTYPES[F.dtype_name(t.element_type)])
+
+    def extern(self, op: F.ExternOp) -> list[str]:
+        target = op.target.data
+        try:
+            externs.resolve_target(target)
+        except LookupError as e:
+            raise LoweringError(f"@{self.gname}: fusec.extern: {e}") from None
+        fn = "_" + target.replace(".", "_")
+        self.externs[fn] = target
+        call = self.extern_call(op, fn)
+        outs = [self.new_buffer(r) for r in op.outputs]
+        lines = [f"{outs[0] if len(outs) == 1 else ', '.join(outs)} = {call}"]
+        for name, r in zip(outs, op.outputs):
+            t = r.type
+            layout = self.shape_tuple(t.layout)
+            lines.append(f"if {name}.stride() != {layout}:")
+            lines.append(f"    {name} = _as_layout({name}, {layout})")
+        return lines
+
+    def extern_call(self, op: F.ExternOp, fn: str) -> str:
+        """The call template with T(i) -> operand names, S("e") -> host size code, DEVICE -> device."""
+        operands = [self.names[v] for v in op.inputs]
+        writer = self
+
+        class Translate(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call):
+                if isinstance(node.func, ast.Name) and node.func.id in ("T", "S"):
+                    if len(node.args) != 1 or not isinstance(node.args[0], ast.Constant):
+                        raise LoweringError(f"fusec.extern {op.target.data}: {node.func.id}(...) takes one literal")
+                    arg = node.args[0].value
+                    if node.func.id == "T":
+                        if not isinstance(arg, int) or not 0 <= arg < len(operands):
+                            raise LoweringError(f"fusec.extern {op.target.data}: T({arg!r}) is not an operand")
+                        return ast.Name(operands[arg], ast.Load())
+                    return ast.parse(writer.py(shapes.parse_expr(arg)), mode="eval").body
+                return self.generic_visit(node)
+
+            def visit_Name(self, node: ast.Name):
+                if node.id == "DEVICE":
+                    return ast.Name("device", ast.Load())
+                if node.id in ("inf", "nan"):
+                    return ast.parse(f'float("{node.id}")', mode="eval").body
+                if node.id not in ("torch", "_collect"):
+                    raise LoweringError(f"fusec.extern {op.target.data}: unknown name '{node.id}' in its call template")
+                return node
+
+        try:
+            tree = ast.parse(f"_collect({op.call.data})", mode="eval")
+        except SyntaxError as e:
+            raise LoweringError(f"fusec.extern {op.target.data}: bad call template {op.call.data!r}: {e.msg}") from None
+        tree = Translate().visit(tree)
+        tree.body.func = ast.Name(fn, ast.Load())
+        return ast.unparse(tree)
+
+    def view(self, op: Operation) -> list[str]:
+        src = self.names[op.input]
+        out = self.new_buffer(op.result)
+        t = op.result.type
+        if isinstance(op, F.ReshapeOp):
+            lines = [f"{out} = {src}.reshape({self.shape_tuple(t.dims)})"]  # a copy where no view exists
+        elif isinstance(op, F.PermuteOp):
+            lines = [f"{out} = {src}.permute({_tuple([str(p) for p in op.perm_list])})"]
+        elif isinstance(op, F.ExpandOp):
+            lines = [f"{out} = {src}.expand({self.shape_tuple(t.dims)})"]
+        else:
+            d, step = op.dim.data, op.step.data
+            start = op.start.data
+            end = start + step * (t.dims[d] - 1) + 1
+            lines = [f"{out} = _slice({src}, {d}, {self.py(start)}, {self.py(end)}, {step})"]
+        if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses):
+            # form-kernels folds views into loads; a kernel reading a view still gets the layout its type says
+            layout = self.shape_tuple(t.layout)
+            lines += [f"if {out}.stride() != {layout}:", f"    {out} = _as_layout({out}, {layout})"]
+        return lines
+
+    # ------------------------------------------------------------ prologue
+
+    def prologue(self) -> list[str]:
+        args = list(self.graph.block.args)
+        lines = [f"if len(inputs) != {len(args)}:", f"    _bad_input_count({self.gname!r}, {len(args)}, inputs)"]
+        if args:
+            lines.append(f"{', '.join(self.names[a] for a in args)} = inputs" if len(args) > 1 else "arg0 = inputs[0]")
+            lines.append("device = arg0.device")
+        else:
+            lines.append("device = _default_device")
+        # Checks and layouts use every symbol the input types mention.
+        for a in args:
+            self.shape_tuple(a.type.dims)
+            self.shape_tuple(a.type.layout)
+        lines += self.bind_symbols(args)
+        for i, a in enumerate(args):
+            t = a.type
+            name = self.names[a]
+            shape = self.shape_tuple(t.dims)
+            dtype = _TORCH_DTYPES[F.dtype_name(t.element_type)]
+            lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
+            lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
+            layout = self.shape_tuple(t.layout)
+            lines.append(f"if {name}.stride() != {layout}:")
+            lines.append(f"    {name} = _as_layout({name}, {layout})")
+        return lines
+
+    def bind_symbols(self, args: list[SSAValue]) -> list[str]:
+        """``s0 = arg0.shape[0]`` for every symbol the code uses, in an order where each line's inputs are bound."""
+        lines: list[str] = []
+        bound: set[str] = set()
+        pending = set(self.used_symbols)
+        while pending:
+            found = _find_symbol(pending, bound, args)
+            if found is None:
+                missing = ", ".join(f"'{s}'" for s in sorted(pending, key=_natural))
+                raise LoweringError(f"@{self.gname}: size symbol {missing} is neither a dim nor a stride of any input "
+                                    "(nor solvable from one), so its value cannot be known at run time")
+            sym, i, what, d, solve = found
+            value = f"{self.names[args[i]]}.shape[{d}]" if what == "shape" else f"{self.names[args[i]]}.stride({d})"
+            lines.append(f"{sym} = {solve(value)}")
+            bound.add(sym)
+            pending.discard(sym)
+        return lines
+
+
+def _find_symbol(pending: set[str], bound: set[str], args: list[SSAValue]):
+    """(symbol, input, "shape"|"stride", dim, code from the dim's value) for one pending symbol, or None.
+
+    A dim or stride equal to the symbol binds it directly; else one linear in it
+    (``4*s1``, ``s0*s1 + 2``) whose other symbols are bound solves for it.
+    """
+    places = [(i, what, d, e) for what in ("shape", "stride") for i, a in enumerate(args)
+              for d, e in enumerate(a.type.dims if what == "shape" else a.type.layout)]
+    for sym in sorted(pending, key=_natural):
+        s = shapes.size_symbol(sym)
+        for i, what, d, e in places:
+            if e == s:
+                return sym, i, what, d, lambda value: value
+    for sym in sorted(pending, key=_natural):
+        s = shapes.size_symbol(sym)
+        for i, what, d, e in places:
+            if s not in e.free_symbols or not shapes.free_size_symbols([e]) - {sym} <= bound:
+                continue
+            try:
+                poly = sympy.Poly(e, s)
+            except sympy.PolynomialError:
+                continue
+            if poly.degree() != 1:
+                continue
+            a, b = poly.all_coeffs()  # e == a*s + b, with a and b over bound symbols
+            return sym, i, what, d, lambda value, a=a, b=b: _solve_linear(value, a, b)
+    return None
+
+
+def _solve_linear(value: str, a: sympy.Expr, b: sympy.Expr) -> str:
+    """Host code for s given ``value == a*s + b``."""
+    numerator = value if b == 0 else f"({value} - {_atom(b)})"
+    return numerator if a == 1 else f"{numerator} // {_atom(a)}"
+
+
+def _atom(e: sympy.Expr) -> str:
+    text = python_expr(e)
+    return text if e.is_Symbol or (e.is_Integer and e >= 0) else f"({text})"
+
+
+def _graph_operands(op: Operation) -> list[SSAValue]:
+    """The graph values an op reads: for a combo, what its kernels read (it has no operands itself)."""
+    if isinstance(op, F.ComboOp):
+        return [v for k in op.kernels for v in k.operands]
+    return list(op.operands)
+
+
+def _graph_results(op: Operation) -> list[SSAValue]:
+    """The buffers an op makes: for a combo, every kernel output (those it does not yield die at once)."""
+    if isinstance(op, F.ComboOp):
+        yielded = set(op.body.block.last_op.operands)
+        return list(op.results) + [r for k in op.kernels for r in k.results if r not in yielded]
+    return list(op.results)
+
+
+def _is_input(v: SSAValue) -> bool:
+    return isinstance(v, BlockArgument)
+
+
+def _natural(name: str):
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return head, int(tail) if tail else -1
