@@ -1,0 +1,45 @@
+# fusec kernel fusec_red_max_sum_0: looped reduction (RBLOCK-wide steps over r) over [s0, 512], int32 indexing
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sum(a, b):
+    return a + b
+
+
+@triton.jit
+def _max_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def fusec_red_max_sum_0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    rbase = tl.arange(0, RBLOCK)[None, :]
+    _acc1 = tl.full([XBLOCK, RBLOCK], float("-inf"), tl.float32)
+    for roffset in range(0, rnumel, RBLOCK):
+        rindex = roffset + rbase
+        rmask = rindex < rnumel
+        tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_last')
+        _acc1 = _max_nan(_acc1, tl.where(rmask & xmask, tmp0, float("-inf")))
+    tmp1 = tl.reduce(_acc1, 1, _max_nan)[:, None]
+    _acc4 = tl.full([XBLOCK, RBLOCK], 0, tl.float32)
+    for roffset in range(0, rnumel, RBLOCK):
+        rindex = roffset + rbase
+        rmask = rindex < rnumel
+        tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_last')
+        tmp2 = tmp0 - tmp1
+        tmp3 = tl.exp(tmp2)
+        _acc4 = _acc4 + tl.where(rmask & xmask, tmp3, 0)
+    tmp4 = tl.reduce(_acc4, 1, _sum)[:, None]
+    for roffset in range(0, rnumel, RBLOCK):
+        rindex = roffset + rbase
+        rmask = rindex < rnumel
+        tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_first')
+        tmp2 = tmp0 - tmp1
+        tmp3 = tl.exp(tmp2)
+        tmp5 = tmp3 / tmp4
+        tl.store(out_ptr0 + (rindex + 512*xindex), tmp5, rmask & xmask)

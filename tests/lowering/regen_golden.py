@@ -1,0 +1,58 @@
+"""Regenerates the golden Triton sources under tests/lowering/golden/ (reviewers read the diff).
+
+    python tests/lowering/regen_golden.py
+
+test_golden.py compares the lowering's output with these files; only this script writes them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from kernel_cases import LOOPED, PERSISTENT, kernel_module  # noqa: E402
+
+from fusec.dialects import fusec as F  # noqa: E402
+from fusec.lowering.launcher import lower_graph  # noqa: E402
+from fusec.lowering.triton_kernel import lower_kernel  # noqa: E402
+from fusec.testing import parse  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden"
+
+_ROW = "!fusec.tensor<[s0, 512], f32>"
+SOFTMAX = kernel_module("fusec_red_max_sum_0", "s0, 512", [_ROW], [_ROW], f"""      %v = fusec.load %in0[512*x + r] : {_ROW}
+      %m = fusec.reduce_r "max" %v : f32 -> f32
+      %d = fusec.pointwise "sub" %v, %m : (f32, f32) -> f32
+      %e = fusec.pointwise "exp" %d : (f32) -> f32
+      %s = fusec.reduce_r "sum" %e : f32 -> f32
+      %y = fusec.pointwise "div" %e, %s : (f32, f32) -> f32
+      fusec.store %y, %out0[512*x + r] : {_ROW}""", "s0 in [1, 1000000]")
+
+# file name -> what it holds
+CASES = {
+    "softmax_persistent.py": lambda: _kernel_source(SOFTMAX, PERSISTENT),
+    "softmax_looped.py": lambda: _kernel_source(SOFTMAX, LOOPED),
+    "softmax_launcher.py": lambda: lower_graph(_graph(SOFTMAX), {"s0": 64}).source,
+}
+
+
+def _graph(text: str) -> F.GraphOp:
+    return next(op for op in parse(text).walk() if isinstance(op, F.GraphOp))
+
+
+def _kernel_source(text: str, options) -> str:
+    kernel = next(op for op in parse(text).walk() if isinstance(op, F.KernelOp))
+    return lower_kernel(kernel, {"s0": 64}, options=options).source
+
+
+def main() -> None:
+    GOLDEN.mkdir(exist_ok=True)
+    for name, render in CASES.items():
+        (GOLDEN / name).write_text(render())
+        print(f"wrote {GOLDEN / name}")
+
+
+if __name__ == "__main__":
+    main()

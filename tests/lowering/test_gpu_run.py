@@ -1,0 +1,53 @@
+"""On a CUDA GPU: the compiled kernels give the reference interpreter's results (skipped elsewhere).
+
+Sizes here are larger than the interpreter tests use: many programs, long rows, a
+looped reduction with several steps, sizes past one block.
+"""
+
+import pytest
+import test_end_to_end as graphs
+import test_triton_kernel as cases
+import torch
+from kernel_cases import LOOPED, PERSISTENT
+
+from fusec import interpreter
+from fusec.lowering.triton_kernel import LoweringOptions
+from fusec.passes.form_kernels import FormKernels
+from fusec.runtime import compile_module
+from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+KERNELS = {"pointwise-broadcast": cases.POINTWISE_BROADCAST, "row-sum": cases.ROW_SUM, "softmax": cases.SOFTMAX,
+           "arg": cases.ARG, "fp16": cases.F16, "int64": cases.INT64, "cat": cases.CAT, "prologue": cases.PROLOGUE_STORE,
+           "outer-persistent": cases.outer_sum("s0 in [1, 64]"), "outer-looped": cases.outer_sum("s0 in [1, inf]")}
+
+
+def _tolerance(name: str) -> dict:
+    return {"rtol": 2e-3, "atol": 2e-3} if "fp16" in name else {"rtol": 1e-4, "atol": 1e-4}
+
+
+@pytest.mark.parametrize("options", [PERSISTENT, LOOPED, LoweringOptions(persistent_threshold=0)], ids=["persistent", "looped-16", "looped"])
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_kernels_on_the_gpu(name, options):
+    module = parse(KERNELS[name])
+    compiled = compile_module(module, {"s0": 1000}, options=options)
+    for size in (1, 64 if name.startswith("outer-persistent") else 3000):
+        inputs = random_inputs(module, {"s0": size}, seed=size)
+        if name == "arg":  # ties and NaN
+            inputs[0] = torch.randint(0, 4, inputs[0].shape).float()
+            inputs[0][0, 3] = float("nan")
+        want = interpreter.run(module, inputs)
+        got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
+        assert_same_results(want, got, equal_nan=True, **_tolerance(name))
+
+
+@pytest.mark.parametrize("name", list(graphs.GRAPHS))
+def test_graphs_on_the_gpu(name):
+    reference = parse(graphs.GRAPHS[name])
+    module = apply_passes(parse(graphs.GRAPHS[name]), FormKernels(), *graphs._fusion_passes())
+    compiled = compile_module(module, {"s0": 512})
+    for size in (1, 777):
+        inputs = random_inputs(reference, {"s0": size}, seed=size)
+        got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
+        assert_same_results(interpreter.run(reference, inputs), got, **_tolerance(name))

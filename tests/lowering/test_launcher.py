@@ -1,0 +1,147 @@
+"""The generated launcher: symbol binding, input checks and layouts, allocation, views, externs."""
+
+import pytest
+import torch
+from kernel_cases import compile_text, kernel_module, randn
+
+from fusec.lowering.launcher import InputMismatch
+from fusec.lowering.triton_kernel import LoweringError
+from fusec.runtime import compile_module
+from fusec.testing import parse
+
+NEG = kernel_module("fusec_poi_neg_0", "4*s0", ["!fusec.tensor<[s0, 4], f32>"], ["!fusec.tensor<[s0, 4], f32>"],
+                    """      %v = fusec.load %in0[x] : !fusec.tensor<[s0, 4], f32>
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[s0, 4], f32>""")
+
+
+def test_a_non_contiguous_input_is_copied_to_the_declared_layout():
+    module, compiled = compile_text(NEG, {"s0": 3})
+    a = randn(4, 3).t()  # shape [3, 4], strides (1, 3)
+    (out,) = compiled([a])
+    torch.testing.assert_close(out, -a)
+    b = randn(3, 1, seed=1).expand(3, 4)  # stride 0: copied as well
+    torch.testing.assert_close(compiled([b])[0], -b)
+
+
+def test_declared_strides_are_read_without_a_copy():
+    t = "!fusec.tensor<[4, s0], f32, strides [1, 4]>"
+    text = kernel_module("fusec_poi_neg_0", "4*s0", [t], ["!fusec.tensor<[4, s0], f32>"], f"""      %v = fusec.load %in0[4*mod(x, s0) + floordiv(x, s0)] : {t}
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[4, s0], f32>""")
+    module, compiled = compile_text(text, {"s0": 5})
+    assert "arg0.stride() != (1, 4)" in compiled.source
+    a = randn(5, 4).t()
+    torch.testing.assert_close(compiled([a])[0], -a)
+
+
+def test_a_symbol_bound_from_a_stride():
+    t = "!fusec.tensor<[4, 8], f32, strides [s1, 1]>"
+    text = kernel_module("fusec_poi_neg_0", "32", [t], ["!fusec.tensor<[4, 8], f32>"], f"""      %v = fusec.load %in0[s1*floordiv(x, 8) + mod(x, 8)] : {t}
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[4, 8], f32>""", "s1 in [8, inf]")
+    module, compiled = compile_text(text, {"s1": 20})
+    assert "s1 = arg0.stride(0)" in compiled.source
+    for width in (20, 9):
+        big = randn(4, width, seed=width)
+        torch.testing.assert_close(compiled([big[:, :8]])[0], -big[:, :8])
+
+
+def test_wrong_shape_dtype_and_count_give_one_clear_error():
+    module, compiled = compile_text(NEG, {"s0": 3})
+    with pytest.raises(InputMismatch, match=r"input 0 must be torch.float32 of shape \[3, 4\].*got torch.float32 of shape \[3, 5\]"):
+        compiled([randn(3, 5)])
+    with pytest.raises(InputMismatch, match="got torch.float64"):
+        compiled([randn(3, 4, dtype=torch.float64)])
+    with pytest.raises(InputMismatch, match="takes 1 tensors, got 2"):
+        compiled([randn(3, 4), randn(3, 4)])
+
+
+def test_an_unbindable_symbol_is_a_compile_time_error():
+    text = kernel_module("fusec_poi_neg_0", "s1", ["!fusec.tensor<[4], f32>"], ["!fusec.tensor<[s1], f32>"], """      %v = fusec.load %in0[0] : !fusec.tensor<[4], f32>
+      fusec.store %v, %out0[x] : !fusec.tensor<[s1], f32>""", "s1 in [1, inf]")
+    with pytest.raises(LoweringError, match="size symbol 's1' is neither a dim nor a stride of any input"):
+        compile_module(parse(text), {"s1": 4})
+
+
+VIEWS_AND_EXTERN = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[s0, 8], f32>, %w : !fusec.tensor<[8, 3], f32>) -> (!fusec.tensor<[s0, 3], f32>, !fusec.tensor<[8, s0], f32, strides [1, 8]>, !fusec.tensor<[s0, 2, 4], f32>, !fusec.tensor<[s0, 3], f32, strides [8, 3]>, !fusec.tensor<[s0, 8], f32>) symbols(s0 in [1, inf]) {
+    %n = fusec.kernel @fusec_poi_neg_0 [8*s0] (%a) : (!fusec.tensor<[s0, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>) {
+    ^bb0(%in0 : !fusec.tensor<[s0, 8], f32>, %out0 : !fusec.tensor<[s0, 8], f32>):
+      %v = fusec.load %in0[x] : !fusec.tensor<[s0, 8], f32>
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[s0, 8], f32>
+    }
+    %mm = fusec.extern "aten.mm.default" (%n, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 3], f32>) -> !fusec.tensor<[s0, 3], f32>
+    %t = fusec.permute %n [1, 0] : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[8, s0], f32, strides [1, 8]>
+    %r = fusec.reshape %n : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[s0, 2, 4], f32>
+    %s = fusec.slice %n dim 1 start 1 step 3 : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[s0, 3], f32, strides [8, 3]>
+    %f = fusec.extern "aten.full.default" () "[S(\\"s0\\"), 8], 0.5, dtype=torch.float32, device=DEVICE" : () -> !fusec.tensor<[s0, 8], f32>
+    fusec.output %mm, %t, %r, %s, %f : !fusec.tensor<[s0, 3], f32>, !fusec.tensor<[8, s0], f32, strides [1, 8]>, !fusec.tensor<[s0, 2, 4], f32>, !fusec.tensor<[s0, 3], f32, strides [8, 3]>, !fusec.tensor<[s0, 8], f32>
+  }
+}"""
+
+
+def test_views_and_externs_run_as_torch_calls():
+    module, compiled = compile_text(VIEWS_AND_EXTERN, {"s0": 5})
+    assert "_aten_mm_default(buf0, arg1)" in compiled.source
+    assert "_aten_full_default([s0, 8], 0.5, dtype=torch.float32, device=device)" in compiled.source
+    for rows in (2, 5):
+        a, w = randn(rows, 8, seed=rows), randn(8, 3, seed=9)
+        mm, t, r, s, f = compiled([a, w])
+        torch.testing.assert_close(mm, (-a) @ w)
+        torch.testing.assert_close(t, (-a).t())
+        torch.testing.assert_close(r, (-a).reshape(rows, 2, 4))
+        torch.testing.assert_close(s, (-a)[:, 1::3])
+        torch.testing.assert_close(f, torch.full((rows, 8), 0.5))
+
+
+def test_buffers_are_deleted_after_their_last_use():
+    text = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[16], f32>) -> (!fusec.tensor<[16], f32>) {
+    %n = fusec.kernel @fusec_poi_neg_0 [16] (%a) : (!fusec.tensor<[16], f32>) -> (!fusec.tensor<[16], f32>) {
+    ^bb0(%in0 : !fusec.tensor<[16], f32>, %out0 : !fusec.tensor<[16], f32>):
+      %v = fusec.load %in0[x] : !fusec.tensor<[16], f32>
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[16], f32>
+    }
+    %e = fusec.kernel @fusec_poi_exp_1 [16] (%n) : (!fusec.tensor<[16], f32>) -> (!fusec.tensor<[16], f32>) {
+    ^bb0(%in0 : !fusec.tensor<[16], f32>, %out0 : !fusec.tensor<[16], f32>):
+      %v = fusec.load %in0[x] : !fusec.tensor<[16], f32>
+      %y = fusec.pointwise "exp" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[16], f32>
+    }
+    fusec.output %e : !fusec.tensor<[16], f32>
+  }
+}"""
+    module, compiled = compile_text(text)
+    source = compiled.source
+    assert "del buf0" in source and "del buf1" not in source
+    # a static domain: literal block sizes and grid, no per-call heuristics
+    assert "fusec_poi_neg_0[(1,)](arg0, buf0, 16, XBLOCK=16, num_warps=1)" in source
+    a = randn(16)
+    torch.testing.assert_close(compiled([a])[0], torch.exp(-a))
+
+
+def test_graph_level_ops_are_refused_before_form_kernels():
+    text = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[16], f32>) -> (!fusec.tensor<[16], f32>) {
+    %n = fusec.pointwise "neg" %a : (!fusec.tensor<[16], f32>) -> !fusec.tensor<[16], f32>
+    fusec.output %n : !fusec.tensor<[16], f32>
+  }
+}"""
+    with pytest.raises(LoweringError, match="run form-kernels first"):
+        compile_module(parse(text))
+
+
+def test_a_symbol_solved_from_a_linear_dim():
+    t, o = "!fusec.tensor<[4*s1 + 2], f32>", "!fusec.tensor<[s1], f32>"
+    text = kernel_module("fusec_poi_neg_0", "s1", [t], [o], f"""      %v = fusec.load %in0[4*x + 2] : {t}
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : {o}""", "s1 in [1, inf]")
+    module, compiled = compile_text(text, {"s1": 3})
+    assert "s1 = (arg0.shape[0] - 2) // 4" in compiled.source
+    a = randn(4 * 5 + 2)
+    torch.testing.assert_close(compiled([a])[0], -a[2::4])
+    with pytest.raises(InputMismatch):
+        compiled([randn(4 * 5 + 3)])  # 23 is no 4*s1 + 2: the shape check catches it
