@@ -159,12 +159,23 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None
 
 def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[torch.Tensor]]):
     """AOTAutograd's calling convention: one list of arguments (ours to clear), a list of outputs."""
+    if info.carriers or any(slot.kind != "tensor" for slot in info.outputs):
+        def run(args: list) -> list:
+            symbols = info.bind_symbols(args)
+            tensors = info.tensor_inputs(args, symbols)
+            args.clear()  # let the inputs die as early as the graph allows
+            return info.assemble_outputs(list(execute(tensors)), symbols)
+    else:  # the common case, kept to a few list operations per call: no symbol is needed outside the graph
+        taken = [i for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
+        picked = [slot.index for slot in info.outputs]
 
-    def run(args: list) -> list:
-        symbols = info.bind_symbols(args)
-        tensors = info.tensor_inputs(args, symbols)
-        args.clear()  # let the inputs die as early as the graph allows
-        return info.assemble_outputs(list(execute(tensors)), symbols)
+        def run(args: list) -> list:
+            tensors = [args[i] for i in taken]
+            if info.constants:
+                tensors += info.constants_on(tensors[0].device if tensors else info.device)
+            args.clear()
+            outputs = execute(tensors)
+            return [outputs[i] for i in picked]
 
     run._boxed_call = True
     return run

@@ -96,14 +96,14 @@ class ImportInfo:
         """The graph's inputs, in order, from the FX graph's arguments (``symbols`` for the carriers)."""
         tensors = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "tensor"]
         device = tensors[0].device if tensors else self.device
-        tensors += self._constants_on(device)
+        tensors += self.constants_on(device)
         if self.carriers:
             symbols = self.bind_symbols(args) if symbols is None else symbols
             one = torch.zeros(1, dtype=torch.int8, device=device)
             tensors += [one.expand(symbols[s]) for s in self.carriers]
         return tensors
 
-    def _constants_on(self, device: torch.device) -> list[torch.Tensor]:
+    def constants_on(self, device: torch.device) -> list[torch.Tensor]:
         # A lifted constant (torch.tensor(2.0) in the user's code) lives on the CPU; kernels need it beside the inputs.
         if device not in self._moved:
             self._moved[device] = [c.to(device) for c in self.constants]

@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fusec import env
 from fusec.dialects import fusec as F
+from fusec.kernel_runner import KernelRunner
 from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
 from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
 
@@ -188,8 +189,9 @@ class CompiledGraph:
 
         namespace = runtime_globals()
         namespace["_default_device"] = self.default_device
+        keys = {name: (checked, ints) for name, checked, ints in self.launcher.launch_keys}
         for k in self.launcher.kernels:
-            namespace[k.name] = load_kernel(k, interpret)
+            namespace[k.name] = KernelRunner(load_kernel(k, interpret), interpret, *keys.get(k.name, ((), ())))
         for name, target in self.launcher.externs:
             namespace[name] = resolve_target(target)
         filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"

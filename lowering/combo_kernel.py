@@ -226,46 +226,46 @@ def _natural(name: str):
 # ---------------------------------------------------------------- host code
 
 
-def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, names: dict[SSAValue, str],
-                       new_buffer: Callable[[SSAValue], str], py: Callable[[sympy.Expr], str],
-                       shape_tuple: Callable[[Sequence[sympy.Expr]], str], torch_dtype: Callable[[F.TensorType], str]) -> list[str]:
+def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, writer) -> list[str]:
     """Launcher lines for one combo: allocate every member's outputs, size the blocks, one launch.
 
-    ``names`` maps graph values to launcher variables (the combo's results are added,
-    aliasing its members' output buffers); the callables come from the launcher writer.
+    ``writer`` is the launcher writer (fusec.lowering.launcher): it names graph
+    values (the combo's results alias its members' output buffers), allocates
+    buffers, prints size expressions and writes the launch.
     """
-    lines: list[str] = []
-    for k in combo.kernels:
-        for r in k.results:
-            t = r.type
-            buf = new_buffer(r)
-            lines.append(f"{buf} = _empty({shape_tuple(t.dims)}, {shape_tuple(t.layout)}, dtype={torch_dtype(t)}, device=device)")
+    lines = [writer.allocate(r) for k in combo.kernels for r in k.results]
+    names = writer.names
     for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands):
         names[outer] = names[inner]
-    counts, warps, blocks = [], [], []
     static = not any(e.free_symbols for _, e in tc.size_args)
-    for i, m in enumerate(tc.members):
-        reduction = m.rnumel is not None
-        if static:
-            x, r = int(m.xnumel), int(m.rnumel) if reduction else 1
+    if static:  # every number is known: the launch line carries them
+        grid, warps, sizes, blocks = 0, 1, {}, []
+        for i, m in enumerate(tc.members):
+            x, r = int(m.xnumel), int(m.rnumel) if m.rnumel is not None else 1
             cfg = m.config(x, r)
-            lines.append(f"xnumel_{i}" + (f", rnumel_{i}" if reduction else "") + f" = {x}" + (f", {r}" if reduction else ""))
-            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {cfg.xblock}, {cfg.rblock}, {cfg.num_warps}")
-        else:
-            lines.append(f"xnumel_{i} = {py(m.xnumel)}")
-            if reduction:
-                lines.append(f"rnumel_{i} = {py(m.rnumel)}")
-            k = m.kernel
-            call = {"pointwise": f"_pointwise_config(xnumel_{i})",
-                    "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
-                    "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
-            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
-        counts.append(f"triton.cdiv(xnumel_{i}, XBLOCK_{i})")
+            sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
+            blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
+            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
+        args = [names[v] for v in tc.pointers] + [sizes.get(n) or writer.py(e) for n, e in tc.size_args]
+        if grid:
+            lines.append(writer.launch(tc.name, str(grid), str(warps), args, len(tc.pointers), blocks))
+        return lines
+    counts, warps, blocks = [], [], []
+    for i, m in enumerate(tc.members):
+        lines.append(f"xnumel_{i} = {writer.py(m.xnumel)}")
+        if m.rnumel is not None:
+            lines.append(f"rnumel_{i} = {writer.py(m.rnumel)}")
+        k = m.kernel
+        call = {"pointwise": f"_pointwise_config(xnumel_{i})",
+                "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
+                "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
+        lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
+        counts.append(f"(xnumel_{i} + XBLOCK_{i} - 1) // XBLOCK_{i}")
         warps.append(f"num_warps_{i}")
-        blocks.append(f"XBLOCK_{i}=XBLOCK_{i}" + (f", RBLOCK_{i}=RBLOCK_{i}" if reduction else ""))
-    args = [names[v] for v in tc.pointers] + [n if n.startswith(("xnumel_", "rnumel_")) else py(e) for n, e in tc.size_args]
+        blocks += [(f"XBLOCK_{i}",) * 2] + ([(f"RBLOCK_{i}",) * 2] if m.rnumel is not None else [])
+    args = [names[v] for v in tc.pointers] + [n if n.startswith(("xnumel_", "rnumel_")) else writer.py(e) for n, e in tc.size_args]
     lines.append(f"grid = {' + '.join(counts)}")
     lines.append("if grid:")
     num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
-    lines.append(f"    {tc.name}[(grid,)]({', '.join(args)}, {', '.join(blocks)}, num_warps={num_warps})")
+    lines.append("    " + writer.launch(tc.name, "grid", num_warps, args, len(tc.pointers), blocks))
     return lines

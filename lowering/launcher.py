@@ -45,6 +45,8 @@ class Launcher:
     source: str
     kernels: tuple[TritonKernel, ...]
     externs: tuple[tuple[str, str], ...]
+    # kernel name -> (positions of pointers whose alignment is checked per launch, positions of runtime ints)
+    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...] = ()
 
 
 def runtime_globals() -> dict[str, object]:
@@ -67,8 +69,10 @@ def runtime_globals() -> dict[str, object]:
 
 
 def as_layout(t, strides: tuple[int, ...]):
-    """``t`` with ``strides``: itself when only size-0/1 dims differ (kernels never step along them), else a copy."""
-    if t.numel() == 0 or all(st == want or size == 1 for size, st, want in zip(t.shape, t.stride(), strides)):
+    """``t`` with ``strides``, starting 16-byte aligned (what kernels are compiled for): itself when only
+    size-0/1 dims differ (kernels never step along them), else a copy."""
+    if t.numel() == 0 or (t.data_ptr() % 16 == 0 and
+                          all(st == want or size == 1 for size, st, want in zip(t.shape, t.stride(), strides))):
         return t
     import torch
 
@@ -118,6 +122,8 @@ class _LauncherWriter:
         self.kernels: dict[str, TritonKernel] = {}
         self.externs: dict[str, str] = {}
         self.buffers = 0
+        self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
+        self.sites: dict[str, tuple[set[int], set[int]]] = {}  # kernel -> (checked pointers, runtime ints)
 
     def py(self, e: sympy.Expr) -> str:
         """Host code for a size expression; remembers the symbols it needs bound."""
@@ -132,6 +138,14 @@ class _LauncherWriter:
         self.buffers += 1
         self.names[value] = name
         return name
+
+    def allocate(self, value: SSAValue) -> str:
+        """The line allocating a new (aligned) buffer for a kernel's output ``value``."""
+        name = self.new_buffer(value)
+        self.aligned.add(name)
+        t = value.type
+        return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
+                f"dtype={_TORCH_DTYPES[F.dtype_name(t.element_type)]}, device=device)")
 
     # ------------------------------------------------------------ ops
 
@@ -158,7 +172,8 @@ class _LauncherWriter:
         prologue = self.prologue()
         lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
         source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
-        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()))
+        keys = tuple((k, tuple(sorted(c)), tuple(sorted(i))) for k, (c, i) in self.sites.items())
+        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys)
 
     def op_lines(self, op: Operation) -> list[str]:
         if isinstance(op, F.KernelOp):
@@ -178,12 +193,7 @@ class _LauncherWriter:
         if known is not None and known.source != tk.source:
             raise LoweringError(f"@{self.gname}: two different kernels are named @{tk.name}")
         self.kernels[tk.name] = tk
-        lines: list[str] = []
-        for r in op.outputs:
-            t = r.type
-            name = self.new_buffer(r)
-            lines.append(f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
-                         f"dtype={_TORCH_DTYPES[F.dtype_name(t.element_type)]}, device=device)")
+        lines = [self.allocate(r) for r in op.outputs]
         sizes = dict(tk.size_args)
         xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
         static = not (xnumel.free_symbols or rnumel.free_symbols)
@@ -192,9 +202,8 @@ class _LauncherWriter:
             x, rv = int(xnumel), int(rnumel)
             cfg = tk.config(x, rv)
             args += [str(x)] + ([str(rv)] if op.is_reduction else [])
-            blocks = f"XBLOCK={cfg.xblock}" + (f", RBLOCK={cfg.rblock}" if op.is_reduction else "")
-            grid = f"({shapes.ceil_div(x, cfg.xblock)},)"
-            warps = str(cfg.num_warps)
+            blocks = [("XBLOCK", str(cfg.xblock))] + ([("RBLOCK", str(cfg.rblock))] if op.is_reduction else [])
+            grid, warps = str(shapes.ceil_div(x, cfg.xblock)), str(cfg.num_warps)
         else:
             lines.append(f"xnumel = {self.py(xnumel)}")
             if op.is_reduction:
@@ -206,12 +215,29 @@ class _LauncherWriter:
                 lines.append(f"XBLOCK, RBLOCK, num_warps = _persistent_config(xnumel, rnumel, {tk.outer})")
             else:
                 lines.append(f"XBLOCK, RBLOCK, num_warps = _looped_config(xnumel, rnumel, {tk.outer}, {tk.max_rblock})")
-            blocks = "XBLOCK=XBLOCK" + (", RBLOCK=RBLOCK" if op.is_reduction else "")
-            grid = "(triton.cdiv(xnumel, XBLOCK),)"
-            warps = "num_warps"
+            blocks = [("XBLOCK", "XBLOCK")] + ([("RBLOCK", "RBLOCK")] if op.is_reduction else [])
+            grid, warps = "(xnumel + XBLOCK - 1) // XBLOCK", "num_warps"
         args += [self.py(e) for name, e in tk.size_args if name not in ("xnumel", "rnumel")]
-        lines.append(f"{tk.name}[{grid}]({', '.join(args)}, {blocks}, num_warps={warps})")
+        lines.append(self.launch(tk.name, grid, warps, args, len(op.inputs) + len(op.outputs), blocks))
         return lines
+
+    def launch(self, kernel: str, grid: str, warps: str, args: list[str], num_pointers: int,
+               constexprs: list[tuple[str, str]]) -> str:
+        """``kernel.launch(grid, warps, *args, *constexprs)``; records what its runner must key on.
+
+        Pointers from ``_empty`` and the (aligned) inputs need no alignment check;
+        a view or an extern's result might start anywhere.  Literal ints never vary.
+        ``constexprs``: (parameter, value); literal values are named in a comment.
+        """
+        checked = {i for i, a in enumerate(args[:num_pointers]) if a not in self.aligned}
+        ints = {num_pointers + i for i, a in enumerate(args[num_pointers:]) if not a.isdigit()}
+        old_checked, old_ints = self.sites.get(kernel, (set(), set()))
+        self.sites[kernel] = (old_checked | checked, old_ints | ints)
+        values = [v for _, v in constexprs]
+        line = f"{kernel}.launch({grid}, {warps}, {', '.join(args + values)})"
+        if all(v.isdigit() for v in values):
+            line += f"  # grid {grid}, num_warps {warps}, {', '.join(f'{n}={v}' for n, v in constexprs)}"
+        return line
 
     def combo(self, op: F.ComboOp) -> list[str]:
         """One launch for the combo's kernels (fusec.lowering.combo_kernel writes the kernel and these lines)."""
@@ -219,8 +245,7 @@ class _LauncherWriter:
 
         tc = lower_combo(op, self.hints, None, self.options)
         self.kernels[tc.name] = tc  # loaded and called like a TritonKernel: .name, .source
-        return combo_launch_lines(op, tc, self.names, self.new_buffer, self.py, self.shape_tuple,
-                                  lambda t: _TORCH_DTYPES[F.dtype_name(t.element_type)])
+        return combo_launch_lines(op, tc, self)
 
     def extern(self, op: F.ExternOp) -> list[str]:
         target = op.target.data
@@ -319,8 +344,9 @@ class _LauncherWriter:
             lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
             lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             layout = self.shape_tuple(t.layout)
-            lines.append(f"if {name}.stride() != {layout}:")
+            lines.append(f"if {name}.stride() != {layout} or {name}.data_ptr() % 16:")
             lines.append(f"    {name} = _as_layout({name}, {layout})")
+            self.aligned.add(name)
         return lines
 
     def bind_symbols(self, args: list[SSAValue]) -> list[str]:

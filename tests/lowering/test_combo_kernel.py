@@ -88,7 +88,7 @@ MIXED = ["64", "s0", "1000", "4*s1", "3", "s0*s1", "257", "4096", "s1", "16", "2
 
 def launches(compiled) -> list[str]:
     """The kernels one call launches, in order (one launch per line of the launcher)."""
-    return re.findall(r"^\s+(\w+)\[\(", compiled.source, re.M)
+    return re.findall(r"^\s+(\w+)\.launch\(", compiled.source, re.M)
 
 
 def grouped(text: str, **options):

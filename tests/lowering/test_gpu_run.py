@@ -51,3 +51,16 @@ def test_graphs_on_the_gpu(name):
         inputs = random_inputs(reference, {"s0": size}, seed=size)
         got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
         assert_same_results(interpreter.run(reference, inputs), got, **_tolerance(name))
+
+
+def test_misaligned_inputs_and_new_size_classes_on_the_gpu():
+    """An input 4 bytes past alignment is copied by the launcher's prologue; sizes divisible by 16 or not,
+    and equal to 1, each get the kernel Triton specialises for them."""
+    module = parse(cases.SOFTMAX)
+    compiled = compile_module(module, {"s0": 64})
+    for rows, offset in [(33, 1), (32, 0), (1, 1), (48, 1)]:
+        (x,) = random_inputs(module, {"s0": rows}, seed=rows)
+        flat = torch.empty(x.numel() + offset, device="cuda")
+        flat[offset:] = x.flatten().cuda()
+        got = compiled([flat[offset:].view(x.shape)])
+        assert_same_results(interpreter.run(module, [x]), [t.cpu() for t in got], rtol=1e-4, atol=1e-4)

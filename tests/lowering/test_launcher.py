@@ -118,7 +118,7 @@ def test_buffers_are_deleted_after_their_last_use():
     source = compiled.source
     assert "del buf0" in source and "del buf1" not in source
     # a static domain: literal block sizes and grid, no per-call heuristics
-    assert "fusec_poi_neg_0[(1,)](arg0, buf0, 16, XBLOCK=16, num_warps=1)" in source
+    assert "fusec_poi_neg_0.launch(1, 1, arg0, buf0, 16, 16)  # grid 1, num_warps 1, XBLOCK=16" in source
     a = randn(16)
     torch.testing.assert_close(compiled([a])[0], torch.exp(-a))
 

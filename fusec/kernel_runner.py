@@ -1,0 +1,90 @@
+"""Launching a ``@triton.jit`` kernel without Triton's per-call argument binding.
+
+``kernel[grid](*args)`` binds every argument to the signature, computes Triton's
+specialisation key (dtypes, 16-byte alignment of pointers, ints equal to 1 or
+divisible by 16, 32- or 64-bit ints), looks the compiled kernel up and launches
+it: tens of microseconds for a kernel with many arguments, more than a small
+kernel runs.  A launcher already knows most of that: its constexprs and warps
+come from heuristics, its buffers come from ``torch.empty_strided`` (aligned),
+its inputs were made aligned by the launcher's prologue, and static sizes are
+literals.  ``KernelRunner`` keys its compiled kernels only on what can still
+vary at a launch site — the warps, the alignment of pointers of unknown origin
+(``checked``), and the Triton classes of runtime ints (``ints``) — and on a miss
+goes through ``kernel[grid]`` once, which compiles (or finds) the kernel Triton
+would have used for exactly these arguments, and launches it.  Later launches
+call the compiled kernel's own launcher, the way Triton's ``run`` ends.
+
+Under Triton's interpreter (CPU tensors) every launch goes through ``kernel[grid]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import triton
+
+_INT32 = 2**31
+
+
+def int_class(v: int) -> tuple[bool, bool, bool]:
+    """What Triton specialises an int argument on: equal to 1, divisible by 16, fits in int32."""
+    return v == 1, v % 16 == 0, -_INT32 <= v < _INT32
+
+
+class KernelRunner:
+    """``runner.launch(grid, num_warps, *args)``: one launch of ``(grid, 1, 1)`` programs.
+
+    ``args`` are every parameter of the kernel in signature order, constexprs
+    included (positionally).  ``checked``: positions of pointers whose 16-byte
+    alignment is not known when the launcher is generated; ``ints``: positions of
+    int arguments that are not literals.
+    """
+
+    __slots__ = ("kernel", "interpret", "checked", "ints", "compiled")
+
+    def __init__(self, kernel, interpret: bool, checked: Sequence[int] = (), ints: Sequence[int] = ()):
+        self.kernel = kernel
+        self.interpret = interpret
+        self.checked = tuple(checked)
+        self.ints = tuple(ints)
+        self.compiled: dict[tuple, tuple] = {}
+
+    def key(self, num_warps: int, args: tuple) -> tuple:
+        return (num_warps, *[args[i].data_ptr() % 16 == 0 for i in self.checked],
+                *[int_class(args[i]) for i in self.ints])
+
+    def launch(self, grid: int, num_warps: int, *args) -> None:
+        if self.interpret:
+            self.kernel[(grid,)](*args, num_warps=num_warps)
+            return
+        key = self.key(num_warps, args) if self.checked or self.ints else num_warps
+        entry = self.compiled.get(key)
+        if entry is None or _hooked():
+            # Triton binds, specialises, compiles if needed and launches; keep what it chose.
+            compiled = self.kernel[(grid,)](*args, num_warps=num_warps)
+            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata)
+            return
+        run, function, metadata = entry
+        device, stream = _current()
+        run(grid, 1, 1, stream(device()), function, metadata, None, None, None, *args)
+
+
+def _hooked() -> bool:
+    """A launch hook is installed (a profiler such as proton): Triton's own path builds its metadata.
+
+    Triton 3.6 keeps ``None`` there when no hook is set, 3.9 an empty ``HookChain``.
+    """
+    hook = triton.knobs.runtime.launch_enter_hook
+    return hook is not None and (not hasattr(hook, "calls") or bool(hook.calls))
+
+
+_driver_calls: tuple | None = None
+
+
+def _current():
+    """(current device, current stream) functions of the active driver, looked up once."""
+    global _driver_calls
+    if _driver_calls is None:
+        active = triton.runtime.driver.active
+        _driver_calls = (active.get_current_device, active.get_current_stream)
+    return _driver_calls

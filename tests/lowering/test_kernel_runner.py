@@ -1,0 +1,60 @@
+"""KernelRunner: launches through the compiled kernel Triton itself would pick for the same arguments."""
+
+import pytest
+import torch
+from kernel_cases import randn
+from test_runtime import _source
+
+from fusec import runtime
+from fusec.kernel_runner import KernelRunner, int_class
+
+
+def test_int_classes_are_the_properties_triton_specialises_on():
+    assert int_class(1) == (True, False, True)
+    assert int_class(32) == (False, True, True)
+    assert int_class(17) == (False, False, True)
+    assert int_class(2**31) == (False, True, False)
+    assert int_class(-2**31) == (False, True, True)
+
+
+class _Pointer:
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+def test_the_key_holds_only_what_can_vary_at_the_launch_site():
+    runner = KernelRunner(None, interpret=False, checked=[1], ints=[3])
+    args = (_Pointer(8), _Pointer(8), 64, 17, 128)  # position 0 is known aligned, 2 is a literal
+    assert runner.key(4, args) == (4, False, (False, False, True))
+    assert runner.key(4, (_Pointer(8), _Pointer(32), 64, 16, 128)) == (4, True, (False, True, True))
+
+
+def test_under_the_interpreter_a_launch_goes_through_triton():
+    module = runtime.load_kernel_module(_source("runner interpreter"), interpret=True)
+    runner = KernelRunner(module.double, interpret=True, checked=[0], ints=[2])
+    a = randn(10)
+    out = torch.empty(10)
+    runner.launch(1, 1, a, out, 10, 16)
+    torch.testing.assert_close(out, a * 2)
+    assert runner.compiled == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("n", [1, 16, 17, 1000])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_on_the_gpu_each_key_holds_the_kernel_triton_picks(n, offset):
+    module = runtime.load_kernel_module(_source("runner gpu"), interpret=False)
+    runner = KernelRunner(module.double, interpret=False, checked=[0], ints=[2])
+    base = randn(n + 1, seed=n).cuda()
+    a = base[offset:offset + n]  # offset 1: a pointer 4 bytes past 16-byte alignment
+    for _ in range(2):  # the first launch goes through Triton, the second straight to the compiled kernel
+        out = torch.full((n,), float("nan"), device="cuda")
+        runner.launch((n + 127) // 128, 4, a, out, n, 128)
+        torch.testing.assert_close(out, a * 2)
+    (function,) = [entry[1] for entry in runner.compiled.values()]
+    assert module.double[(1,)](a, out, n, 128, num_warps=4).function == function
+    assert runner.key(4, (a, out, n, 128)) == (4, offset == 0, int_class(n))
