@@ -148,7 +148,9 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None
         runtime = _runtime()
         if runtime is None:
             raise BackendOptionError("fusec: execute='triton' needs fusec.runtime, which is not available; use execute='interpret'")
-        compiled = runtime.compile_module(module, info.size_hints)
+        # Dynamo's guards (and AOTAutograd's checks of tangents) already hold every input to the shapes
+        # and dtypes the graph was traced with: the launcher leaves out its own checks, not the layouts.
+        compiled = runtime.compile_module(module, info.size_hints, check_inputs=False)
         if dump is not None:
             _dump_triton(compiled, dump)
         return compiled

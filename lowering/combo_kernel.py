@@ -251,20 +251,30 @@ def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, writer) -> list[str]:
             lines.append(writer.launch(tc.name, str(grid), str(warps), args, len(tc.pointers), blocks))
         return lines
     counts, warps, blocks = [], [], []
+    same: dict[str, str] = {}  # a member sized like an earlier one reuses its variables
+    first: dict[tuple, int] = {}
     for i, m in enumerate(tc.members):
-        lines.append(f"xnumel_{i} = {writer.py(m.xnumel)}")
-        if m.rnumel is not None:
-            lines.append(f"rnumel_{i} = {writer.py(m.rnumel)}")
         k = m.kernel
-        call = {"pointwise": f"_pointwise_config(xnumel_{i})",
-                "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
-                "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
-        lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
-        counts.append(f"(xnumel_{i} + XBLOCK_{i} - 1) // XBLOCK_{i}")
-        warps.append(f"num_warps_{i}")
-        blocks += [(f"XBLOCK_{i}",) * 2] + ([(f"RBLOCK_{i}",) * 2] if m.rnumel is not None else [])
-    args = [names[v] for v in tc.pointers] + [n if n.startswith(("xnumel_", "rnumel_")) else writer.py(e) for n, e in tc.size_args]
-    lines.append(f"grid = {' + '.join(counts)}")
+        j = first.setdefault((k.kind, k.outer, k.max_rblock, m.xnumel, m.rnumel), i)
+        if j != i:
+            same.update({f"{v}_{i}": f"{v}_{j}" for v in ("xnumel", "rnumel", "XBLOCK", "RBLOCK")})
+        else:
+            lines.append(f"xnumel_{i} = {writer.py(m.xnumel)}")
+            writer.int_values[f"xnumel_{i}"] = writer.py(m.xnumel)
+            if m.rnumel is not None:
+                lines.append(f"rnumel_{i} = {writer.py(m.rnumel)}")
+                writer.int_values[f"rnumel_{i}"] = writer.py(m.rnumel)
+            call = {"pointwise": f"_pointwise_config(xnumel_{i})",
+                    "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
+                    "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
+            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
+            warps.append(f"num_warps_{i}")
+        counts.append(f"(xnumel_{j} + XBLOCK_{j} - 1) // XBLOCK_{j}")
+        blocks += [(f"XBLOCK_{i}", f"XBLOCK_{j}")] + ([(f"RBLOCK_{i}", f"RBLOCK_{j}")] if m.rnumel is not None else [])
+    args = [names[v] for v in tc.pointers] + [same.get(n, n) if n.startswith(("xnumel_", "rnumel_")) else writer.py(e)
+                                             for n, e in tc.size_args]
+    repeats = {c: counts.count(c) for c in counts}  # members sized alike: "4 * (blocks of one)"
+    lines.append(f"grid = {' + '.join(c if n == 1 else f'{n} * ({c})' for c, n in repeats.items())}")
     lines.append("if grid:")
     num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
     lines.append("    " + writer.launch(tc.name, "grid", num_warps, args, len(tc.pointers), blocks))

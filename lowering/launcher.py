@@ -98,8 +98,10 @@ def bad_input_count(graph: str, want: int, inputs) -> None:
 
 
 def lower_graph(graph: F.GraphOp, size_hints: Mapping[str, int] | None = None,
-                options: LoweringOptions = LoweringOptions()) -> Launcher:
-    return _LauncherWriter(graph, dict(size_hints or {}), options).write()
+                options: LoweringOptions = LoweringOptions(), check_inputs: bool = True) -> Launcher:
+    """``check_inputs=False`` leaves out the shape and dtype checks (one error message per wrong input)
+    where the caller already guarantees them; layouts and alignment are still made right."""
+    return _LauncherWriter(graph, dict(size_hints or {}), options, check_inputs).write()
 
 
 _TORCH_DTYPES = {
@@ -114,8 +116,8 @@ def _tuple(items: list[str]) -> str:
 
 
 class _LauncherWriter:
-    def __init__(self, graph: F.GraphOp, size_hints: dict[str, int], options: LoweringOptions):
-        self.graph, self.hints, self.options = graph, size_hints, options
+    def __init__(self, graph: F.GraphOp, size_hints: dict[str, int], options: LoweringOptions, check_inputs: bool):
+        self.graph, self.hints, self.options, self.check_inputs = graph, size_hints, options, check_inputs
         self.gname = graph.sym_name.data
         self.names: dict[SSAValue, str] = {}
         self.used_symbols: set[str] = set()
@@ -124,6 +126,7 @@ class _LauncherWriter:
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
         self.sites: dict[str, tuple[set[int], set[int]]] = {}  # kernel -> (checked pointers, runtime ints)
+        self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
 
     def py(self, e: sympy.Expr) -> str:
         """Host code for a size expression; remembers the symbols it needs bound."""
@@ -206,8 +209,10 @@ class _LauncherWriter:
             grid, warps = str(shapes.ceil_div(x, cfg.xblock)), str(cfg.num_warps)
         else:
             lines.append(f"xnumel = {self.py(xnumel)}")
+            self.int_values["xnumel"] = self.py(xnumel)
             if op.is_reduction:
                 lines.append(f"rnumel = {self.py(rnumel)}")
+                self.int_values["rnumel"] = self.py(rnumel)
             args += ["xnumel"] + (["rnumel"] if op.is_reduction else [])
             if tk.kind == "pointwise":
                 lines.append("XBLOCK, _, num_warps = _pointwise_config(xnumel)")
@@ -226,11 +231,17 @@ class _LauncherWriter:
         """``kernel.launch(grid, warps, *args, *constexprs)``; records what its runner must key on.
 
         Pointers from ``_empty`` and the (aligned) inputs need no alignment check;
-        a view or an extern's result might start anywhere.  Literal ints never vary.
+        a view or an extern's result might start anywhere.  Literal ints never vary,
+        and ints holding the same size expression are keyed once.
         ``constexprs``: (parameter, value); literal values are named in a comment.
         """
         checked = {i for i, a in enumerate(args[:num_pointers]) if a not in self.aligned}
-        ints = {num_pointers + i for i, a in enumerate(args[num_pointers:]) if not a.isdigit()}
+        ints, seen = set(), set()
+        for i, a in enumerate(args[num_pointers:], num_pointers):
+            value = self.int_values.get(a, a)
+            if not a.isdigit() and value not in seen:
+                ints.add(i)
+                seen.add(value)
         old_checked, old_ints = self.sites.get(kernel, (set(), set()))
         self.sites[kernel] = (old_checked | checked, old_ints | ints)
         values = [v for _, v in constexprs]
@@ -331,9 +342,10 @@ class _LauncherWriter:
             lines.append("device = arg0.device")
         else:
             lines.append("device = _default_device")
-        # Checks and layouts use every symbol the input types mention.
+        # Checks use every symbol the input types mention, layouts those of the strides.
         for a in args:
-            self.shape_tuple(a.type.dims)
+            if self.check_inputs:
+                self.shape_tuple(a.type.dims)
             self.shape_tuple(a.type.layout)
         lines += self.bind_symbols(args)
         for i, a in enumerate(args):
@@ -341,8 +353,9 @@ class _LauncherWriter:
             name = self.names[a]
             shape = self.shape_tuple(t.dims)
             dtype = _TORCH_DTYPES[F.dtype_name(t.element_type)]
-            lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
-            lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
+            if self.check_inputs:
+                lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
+                lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             layout = self.shape_tuple(t.layout)
             lines.append(f"if {name}.stride() != {layout} or {name}.data_ptr() % 16:")
             lines.append(f"    {name} = _as_layout({name}, {layout})")
