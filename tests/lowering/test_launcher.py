@@ -57,6 +57,16 @@ def test_wrong_shape_dtype_and_count_give_one_clear_error():
         compiled([randn(3, 4), randn(3, 4)])
 
 
+def test_a_caller_that_guarantees_shapes_skips_the_checks_but_not_layout_or_alignment():
+    module = parse(NEG)
+    compiled = compile_module(module, {"s0": 3}, check_inputs=False)  # as the torch.compile backend does
+    assert "_bad_input(" not in compiled.source and "arg0.data_ptr() % 16" in compiled.source
+    flat = randn(13)
+    a = flat[1:].view(3, 4)  # 4 bytes past 16-byte alignment: copied, like a transposed input
+    torch.testing.assert_close(compiled([a])[0], -a)
+    torch.testing.assert_close(compiled([randn(4, 3).t()])[0], -randn(4, 3).t())
+
+
 def test_an_unbindable_symbol_is_a_compile_time_error():
     text = kernel_module("fusec_poi_neg_0", "s1", ["!fusec.tensor<[4], f32>"], ["!fusec.tensor<[s1], f32>"], """      %v = fusec.load %in0[0] : !fusec.tensor<[4], f32>
       fusec.store %v, %out0[x] : !fusec.tensor<[s1], f32>""", "s1 in [1, inf]")
