@@ -1,33 +1,39 @@
-"""Where a compiled call's time goes (GPU only): full call, fusec's executor alone, host-only time, kernel time.
+"""fusec against Inductor per call (GPU only), measured side by side, interleaved to cancel machine drift.
 
-    python bench/host_profile.py [--programs seed,optimizer16]
+    python bench/host_profile.py [--programs seed,optimizer16] [--dynamic]
+
+For each program and backend: do_bench's median (device events around each call),
+the host time per call (a loop of calls, best and median of 7 rounds; the work is
+host-bound when this exceeds the kernel time), and the kernel time per call from
+the CUDA profiler.  Rounds alternate between backends.
 """
 import argparse
-import cProfile
-import io
-import pstats
+import statistics
 import time
 
 import torch
+import triton
 import triton.testing
 
-import fusec.backend as backend
 from fusec.tools.benchmark import PROGRAMS, compiled
+
+BACKENDS = ("fusec", "inductor-combo")
 
 
 def kernel_us(call):
     from torch.profiler import ProfilerActivity, profile
-    call(); torch.cuda.synchronize()
+
+    call()
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(20):
             call()
         torch.cuda.synchronize()
-    ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sum(e.device_time for e in ev) / 20
+    return sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) / 20
 
 
-def host_us(call, n=300):
-    call(); torch.cuda.synchronize()
+def host_us(call, n=200):
+    torch.cuda.synchronize()
     t = time.perf_counter()
     for _ in range(n):
         call()
@@ -36,47 +42,64 @@ def host_us(call, n=300):
     return dt / n * 1e6
 
 
+def _fusec_layers(prog, inputs, dynamic):
+    """fusec's own layers under torch.compile (static shapes: the graphs take the inputs in order): the boxed
+    function AOTAutograd calls, the compiled graph, its generated launcher."""
+    import fusec.backend as backend
+
+    seen = {}
+    boxed, executor = backend.boxed_runner, backend.make_executor
+
+    def make_executor(*args, **kwargs):
+        seen["graph"] = executor(*args, **kwargs)
+        return seen["graph"]
+
+    def boxed_runner(info, execute):
+        seen["boxed"] = boxed(info, execute)
+        return seen["boxed"]
+
+    backend.make_executor, backend.boxed_runner = make_executor, boxed_runner
+    try:
+        compiled(prog.fn, "fusec", dynamic)(*inputs)
+    finally:
+        backend.make_executor, backend.boxed_runner = executor, boxed
+    graph, run, tensors = seen["graph"], seen["boxed"], list(inputs)
+    launcher = graph._calls[False]
+    return {"fusec: boxed run": lambda: run(list(tensors)),
+            "fusec: CompiledGraph": lambda: graph(tensors),
+            "fusec: launcher call": lambda: launcher(tensors)}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--programs", default="seed,optimizer16")
     p.add_argument("--dynamic", action="store_true")
-    p.add_argument("--cprofile", action="store_true")
+    p.add_argument("--rounds", type=int, default=25)
+    p.add_argument("--layers", action="store_true", help="also time fusec's layers: its boxed function, graph, launcher")
     a = p.parse_args()
-    captured = []
-    original = backend.make_executor
-
-    def recording(*x, **k):  # keeps the executor and the tensors it was last called with
-        ex = original(*x, **k)
-        def run(tensors):
-            captured[:] = [ex, list(tensors)]
-            return ex(tensors)
-        return run
-    backend.make_executor = recording
     rows = []
     for prog in [q for q in PROGRAMS if q.name in a.programs.split(",")]:
         torch.manual_seed(0)
         inputs = prog.make_inputs(torch.float32, "cuda")
-        for name in ("fusec", "inductor-combo"):
-            captured.clear()
+        calls = {}
+        layers = _fusec_layers(prog, inputs, a.dynamic) if a.layers else {}
+        for name in BACKENDS:
             f = compiled(prog.fn, name, a.dynamic)
             f(*inputs)
-            full = lambda: f(*inputs)
-            r = [prog.name, name, triton.testing.do_bench(full, warmup=50, rep=300, return_mode="median") * 1e3,
-                 host_us(full), kernel_us(full)]
-            if name == "fusec" and captured:
-                ex, tensors = captured
-                r += [triton.testing.do_bench(lambda: ex(tensors), warmup=50, rep=300, return_mode="median") * 1e3,
-                      host_us(lambda: ex(tensors))]
-                if a.cprofile:
-                    pr = cProfile.Profile(); pr.enable()
-                    for _ in range(200):
-                        full()
-                    pr.disable(); torch.cuda.synchronize()
-                    s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18); print(s.getvalue()[-4000:])
-            rows.append(r)
-    print(f"device {torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__} dynamic={a.dynamic}")
-    print("| program | backend | call us (do_bench) | host us/call | kernel us/call | executor us | executor host us |")
-    print("|---|---|---|---|---|---|---|")
+            calls[name] = (lambda f=f: f(*inputs))
+        calls.update(layers)
+        host = {name: [] for name in calls}
+        bench = {name: [] for name in calls}
+        for _ in range(a.rounds):
+            for name in calls:
+                host[name].append(host_us(calls[name]))
+                bench[name].append(triton.testing.do_bench(calls[name], warmup=5, rep=20, return_mode="median") * 1e3)
+        for name in calls:
+            rows.append((prog.name, name, statistics.median(bench[name]), min(host[name]), statistics.median(host[name]),
+                         kernel_us(calls[name])))
+    print(f"device {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  dynamic={a.dynamic}")
+    print("| program | backend | do_bench median us | host us/call (best) | host us/call (median) | kernel us/call |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(f"{c:.1f}" if isinstance(c, float) else str(c) for c in r) + " |")
 
