@@ -43,8 +43,8 @@ def host_us(call, n=200):
 
 
 def _fusec_layers(prog, inputs, dynamic):
-    """fusec's own layers under torch.compile (static shapes: the graphs take the inputs in order): the boxed
-    function AOTAutograd calls, the compiled graph, its generated launcher."""
+    """fusec's own layers under torch.compile (static shapes: the boxed function takes the program's inputs in
+    order): the boxed function AOTAutograd calls, the compiled graph, its generated launcher."""
     import fusec.backend as backend
 
     seen = {}
@@ -55,7 +55,11 @@ def _fusec_layers(prog, inputs, dynamic):
         return seen["graph"]
 
     def boxed_runner(info, execute):
-        seen["boxed"] = boxed(info, execute)
+        def recording(tensors):  # keeps the graph's own inputs (AOTAutograd may reorder them); ~0.1 us a call
+            seen["tensors"] = list(tensors)
+            return execute(tensors)
+
+        seen["boxed"] = boxed(info, recording)
         return seen["boxed"]
 
     backend.make_executor, backend.boxed_runner = make_executor, boxed_runner
@@ -63,9 +67,9 @@ def _fusec_layers(prog, inputs, dynamic):
         compiled(prog.fn, "fusec", dynamic)(*inputs)
     finally:
         backend.make_executor, backend.boxed_runner = executor, boxed
-    graph, run, tensors = seen["graph"], seen["boxed"], list(inputs)
+    graph, run, tensors = seen["graph"], seen["boxed"], seen["tensors"]
     launcher = graph._calls[False]
-    return {"fusec: boxed run": lambda: run(list(tensors)),
+    return {"fusec: boxed run": lambda: run(list(inputs)),
             "fusec: CompiledGraph": lambda: graph(tensors),
             "fusec: launcher call": lambda: launcher(tensors)}
 
