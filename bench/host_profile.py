@@ -43,8 +43,7 @@ def host_us(call, n=200):
 
 
 def _fusec_layers(prog, inputs, dynamic):
-    """fusec's own layers under torch.compile (static shapes: the boxed function takes the program's inputs in
-    order): the boxed function AOTAutograd calls, the compiled graph, its generated launcher."""
+    """fusec's own layers under torch.compile (static shapes): the boxed function AOTAutograd calls, the compiled graph, its generated launcher."""
     import fusec.backend as backend
 
     seen = {}
@@ -59,8 +58,15 @@ def _fusec_layers(prog, inputs, dynamic):
             seen["tensors"] = list(tensors)
             return execute(tensors)
 
-        seen["boxed"] = boxed(info, recording)
-        return seen["boxed"]
+        inner = boxed(info, recording)
+
+        def run(args):  # and the boxed function's arguments (Dynamo orders them by first use)
+            seen.setdefault("args", list(args))
+            return inner(args)
+
+        run._boxed_call = True
+        seen["boxed"] = inner
+        return run
 
     backend.make_executor, backend.boxed_runner = make_executor, boxed_runner
     try:
@@ -68,8 +74,9 @@ def _fusec_layers(prog, inputs, dynamic):
     finally:
         backend.make_executor, backend.boxed_runner = executor, boxed
     graph, run, tensors = seen["graph"], seen["boxed"], seen["tensors"]
-    launcher = graph._calls[False]
-    return {"fusec: boxed run": lambda: run(list(inputs)),
+    launcher = graph._calls[not tensors[0].is_cuda]
+    args = seen["args"]
+    return {"fusec: boxed run": lambda: run(list(args)),
             "fusec: CompiledGraph": lambda: graph(tensors),
             "fusec: launcher call": lambda: launcher(tensors)}
 
