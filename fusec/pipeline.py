@@ -28,6 +28,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, Multip
 from xdsl.utils.hints import type_repr
 
 from fusec import remarks
+from fusec.dialects import fusec as F
 from fusec.registry import PASSES, PassFactory, pass_summary
 
 DEFAULT_PIPELINE_FILE = Path(__file__).parent / "pipelines" / "default.pipeline"
@@ -327,6 +328,8 @@ def run_pipeline(
             if state["running"] is not None:
                 e.add_note(f"while running pass '{state['running'].name}'")
             raise
+        else:
+            log.settle({f"@{op.sym_name.data}" for op in module.walk() if isinstance(op, (F.GraphOp, F.KernelOp, F.ComboOp))})
         finally:
             if dumps:
                 dumps.write_remarks(log)

@@ -1,4 +1,4 @@
-"""Helpers for tests: parse/print IR text, random inputs for a graph, run passes."""
+"""Helpers for tests: parse/print IR text, random inputs for a graph, run passes, build graph IR text."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from fusec import interpreter, shapes
-from fusec.dialects.fusec import Fusec, GraphOp
+from fusec import interpreter, remarks, shapes
+from fusec.dialects.fusec import Fusec, GraphOp, KernelOp
 
 
 def context() -> Context:
@@ -66,3 +66,113 @@ def assert_same_results(before: list[torch.Tensor], after: list[torch.Tensor], *
         torch.testing.assert_close(a, b, **tol)
 
 
+def run_passes_checked(text: str, *passes, sizes=(1, 5, 17)) -> tuple[ModuleOp, list[remarks.Remark]]:
+    """Parse ``text`` and run ``passes`` on it; check that the result prints and parses back and that the
+    interpreter gives the same results before and after for s0 in ``sizes``. Returns (module, remarks)."""
+    module = parse(text)
+    with remarks.collect() as log:
+        apply_passes(module, *passes)
+    reparsed = parse(print_ir(module))
+    for size in sizes:
+        inputs = random_inputs(reparsed, {"s0": size}, seed=size)
+        assert_same_results(interpreter.run(parse(text), inputs), interpreter.run(reparsed, inputs))
+    return module, log.remarks
+
+
+def kernels(module: ModuleOp | GraphOp) -> list[KernelOp]:
+    """The kernels directly in the graph (not those inside a combo), in order."""
+    return [op for op in interpreter.find_graph(module).block.ops if isinstance(op, KernelOp)]
+
+
+# ---------------------------------------------------------------- graph IR text
+
+
+def tensor_type(shape: str, dtype: str = "f32") -> str:
+    """``!fusec.tensor<[shape], dtype>``; ``shape`` is the dims' text, e.g. ``"s0, 64"`` ("" for 0-d)."""
+    return f"!fusec.tensor<[{shape}], {dtype}>"
+
+
+def graph_text(args: str, outs: str, body: str, symbolic: bool = True) -> str:
+    """A module holding ``fusec.graph @g(args) -> (outs)``, declaring ``s0 in [1, inf]`` when ``symbolic``.
+
+    ``body`` is the graph's ops, ``fusec.output`` included, one per line."""
+    syms = " symbols(s0 in [1, inf])" if symbolic else ""
+    return f"builtin.module {{\n  fusec.graph @g({args}) -> ({outs}){syms} {{\n{body}\n  }}\n}}"
+
+
+def seed_graph(rows: str = "1024", symbols: str = "") -> str:
+    """The seed example: sum, max, min and sum over dim 1 of four [rows, 512] f32 inputs (independent reductions).
+
+    ``symbols`` is the text of the symbol declarations, e.g. ``"s0 in [2, inf]"``, when ``rows`` uses one."""
+    t, v = f"!fusec.tensor<[{rows}, 512], f32>", f"!fusec.tensor<[{rows}], f32>"
+    sym = f" symbols({symbols})" if symbols else ""
+    return f"""
+builtin.module {{
+  fusec.graph @seed(%t1 : {t}, %t2 : {t}, %t3 : {t}, %t4 : {t}) -> ({v}, {v}, {v}, {v}){sym} {{
+    %a = fusec.reduce "sum" %t1 dims [1] : {t} -> {v}
+    %b = fusec.reduce "max" %t2 dims [1] : {t} -> {v}
+    %c = fusec.reduce "min" %t3 dims [1] : {t} -> {v}
+    %d = fusec.reduce "sum" %t4 dims [1] : {t} -> {v}
+    fusec.output %a, %b, %c, %d : {v}, {v}, {v}, {v}
+  }}
+}}"""
+
+
+# An SGD step with weight decay, one 1-d parameter a size: graph @sgd(%p0, %g0, %p1, %g1, ...) -> (%o0, %o1, ...);
+# the sizes are expressions over s0 and s1.
+_SGD_SYMBOLS = "symbols(s0 in [2, inf], s1 in [2, inf])"
+
+
+def sgd_graph(sizes: list[str]) -> str:
+    """p - lr * (g + wd * p) for a 1-d parameter of each size, as graph ops (form-kernels makes four kernels each)."""
+    args, outs, lines = [], [], []
+    for i, n in enumerate(sizes):
+        t = f"!fusec.tensor<[{n}], f32>"
+        args += [f"%p{i} : {t}", f"%g{i} : {t}"]
+        lines += [f'%wp{i} = fusec.pointwise "mul" %p{i}, %wd : ({t}, !fusec.tensor<[], f32>) -> {t}',
+                  f'%s{i} = fusec.pointwise "add" %g{i}, %wp{i} : ({t}, {t}) -> {t}',
+                  f'%u{i} = fusec.pointwise "mul" %s{i}, %lr : ({t}, !fusec.tensor<[], f32>) -> {t}',
+                  f'%o{i} = fusec.pointwise "sub" %p{i}, %u{i} : ({t}, {t}) -> {t}']
+        outs.append((f"%o{i}", t))
+    body = "\n    ".join(lines)
+    return f"""
+builtin.module {{
+  fusec.graph @sgd({", ".join(args)}) -> ({", ".join(t for _, t in outs)}) {_SGD_SYMBOLS} {{
+    %wd = fusec.constant 0.1 : !fusec.tensor<[], f32>
+    %lr = fusec.constant 0.01 : !fusec.tensor<[], f32>
+    {body}
+    fusec.output {", ".join(o for o, _ in outs)} : {", ".join(t for _, t in outs)}
+  }}
+}}"""
+
+
+def sgd_kernel(i: int, n: str) -> str:
+    """One fused update p - lr * (g + wd * p) of parameter ``i`` over n elements (as vertical fusion makes it)."""
+    t = f"!fusec.tensor<[{n}], f32>"
+    return f"""
+    %o{i} = fusec.kernel @fusec_poi_sgd_{i} [{n}] (%p{i}, %g{i}) : ({t}, {t}) -> ({t}) {{
+    ^bb0(%p: {t}, %g: {t}, %out: {t}):
+      %pv = fusec.load %p[x] : {t}
+      %gv = fusec.load %g[x] : {t}
+      %wd = fusec.constant 0.1 : f32
+      %lr = fusec.constant 0.01 : f32
+      %t0 = fusec.pointwise "mul" %wd, %pv : (f32, f32) -> f32
+      %t1 = fusec.pointwise "add" %gv, %t0 : (f32, f32) -> f32
+      %t2 = fusec.pointwise "mul" %lr, %t1 : (f32, f32) -> f32
+      %t3 = fusec.pointwise "sub" %pv, %t2 : (f32, f32) -> f32
+      fusec.store %t3, %out[x] : {t}
+    }}"""
+
+
+def sgd_kernels(sizes: list[str]) -> str:
+    """The same update as ``sgd_graph``, one ``sgd_kernel`` a parameter."""
+    types = [f"!fusec.tensor<[{n}], f32>" for n in sizes]
+    args = ", ".join(f"%p{i} : {t}, %g{i} : {t}" for i, t in enumerate(types))
+    body = "".join(sgd_kernel(i, n) for i, n in enumerate(sizes))
+    outs = ", ".join(f"%o{i}" for i in range(len(sizes)))
+    return f"""
+builtin.module {{
+  fusec.graph @sgd({args}) -> ({", ".join(types)}) {_SGD_SYMBOLS} {{{body}
+    fusec.output {outs} : {", ".join(types)}
+  }}
+}}"""

@@ -6,10 +6,14 @@ this module does the mechanics:
 * ``BodyBuilder`` clones ops of the kernels being merged into one new body,
   substituting the iteration variables in every index (``fusec.load`` index,
   ``fusec.symbolic`` expression) and optionally masking the cloned loads.
-* ``install`` puts the merged kernel into the graph, redirects the old results,
-  erases what became dead and restores a topological order.
+* ``BodyBuilder.finish`` names the kernel (``merged_name``) after the ops its body
+  still computes once CSE and dead-op removal have run.
+* ``install_within_limits`` puts the merged kernel into the graph (``Graph.install``:
+  redirects the old results, erases what became dead, restores a topological order),
+  or records a ``limit`` decline when it is past ``max-ops``/``max-inputs``.
 * ``reaches`` answers "would this merge create a cycle?"; ``Declines`` turns the
-  refusals that still stand at the end of a pass into remarks.
+  refusals that still stand at the end of a pass into remarks, and records the
+  boundaries with externs (extern-producer, extern-consumer), which never merge.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec import remarks
+from fusec.remarks import describe
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import substitute
 
@@ -112,8 +117,9 @@ class BodyBuilder:
     def store(self, value: SSAValue, output: int, index: sympy.Expr, mask: SSAValue | None = None) -> None:
         self.stores.append((value, output, index, mask))
 
-    def finish(self, name: str) -> tuple[F.KernelOp, dict[SSAValue, SSAValue]]:
-        """The merged kernel (CSE'd, dead ops removed) and old graph value -> new result."""
+    def finish(self, merged: Sequence[F.KernelOp], number_from: F.KernelOp,
+               graph: Graph) -> tuple[F.KernelOp, dict[SSAValue, SSAValue]]:
+        """The kernel merging ``merged`` (CSE'd, dead ops removed, named after what is left) and old graph value -> new result."""
         outs = [self.block.insert_arg(t, len(self.block.args)) for t, _ in self.outputs]
         self.block.add_ops(F.StoreOp(v, outs[j], index, mask) for v, j, index, mask in self.stores)
         region = Region(self.block)
@@ -123,6 +129,7 @@ class BodyBuilder:
             if not self.block.args[i].uses:
                 self.block.erase_arg(self.block.args[i])
                 del self.inputs[i]
+        name = merged_name(merged, self.block, self.domain, number_from, graph)
         kernel = F.KernelOp(name, self.domain, self.inputs, [t for t, _ in self.outputs], region)
         replaced = {old: new for (_, old), new in zip(self.outputs, kernel.outputs) if old is not None}
         return kernel, replaced
@@ -142,6 +149,8 @@ def limit_problem(kernel: F.KernelOp, max_ops: int, max_inputs: int) -> str | No
 
 
 # ---------------------------------------------------------------- the graph
+
+VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)  # run as torch views between kernels and externs
 
 
 class Graph:
@@ -182,6 +191,27 @@ class Graph:
             top = self.top(use.operation)
             if top is not None and top not in found:
                 found.append(top)
+        return found
+
+    def source(self, value: SSAValue) -> Operation | None:
+        """The op of the block whose result ``value`` is, or views: a kernel, combo or extern; None for graph inputs."""
+        while isinstance(value.owner, Operation):
+            top = self.top(value.owner)
+            if not isinstance(top, VIEWS):
+                return top
+            value = top.input
+        return None
+
+    def consumers(self, op: Operation) -> list[Operation]:
+        """Like ``users``, but through views: the ops that read ``op``'s results or views of them."""
+        found: list[Operation] = []
+        frontier = self.users(op)
+        while frontier:
+            u = frontier.pop(0)
+            if isinstance(u, VIEWS):
+                frontier += self.users(u)
+            elif u not in found:
+                found.append(u)
         return found
 
     def users(self, op: Operation) -> list[Operation]:
@@ -278,16 +308,48 @@ class Worklist:
 
 _NAME = re.compile(r"^fusec_(?:poi|red|per)_(.+)_(\d+)$")
 MAX_NAME_PARTS = 6
+# Name parts that are no pointwise function or reduction (form-kernels names cat, index, gather kernels after the
+# graph op, and materialised constants "full"/"symbolic"): what in a body shows each is still computed there.
+_STRUCTURAL_PARTS = {"cat": lambda op: isinstance(op, F.LoadOp) and op.mask is not None,
+                     "gather": lambda op: isinstance(op, F.LoadOp) and op.offset is not None,
+                     "index": lambda op: isinstance(op, F.LoadOp) and op.offset is not None,
+                     "full": lambda op: isinstance(op, F.ConstantOp),
+                     "symbolic": lambda op: isinstance(op, F.SymbolicOp)}
+_OP_PARTS = set(F.POINTWISE_FUNCTIONS) | set(F.REDUCTIONS) | set(_STRUCTURAL_PARTS)
 
 
-def merged_name(kernels: Sequence[F.KernelOp], domain: Sequence[sympy.Expr], number_from: F.KernelOp, graph: Graph) -> str:
-    """``fusec_poi_add_mul_sigmoid_3``: what the merged kernels computed, in dataflow order."""
+def name_parts(name: str) -> list[str]:
+    """``fusec_poi_logical_and_exp_3`` -> ["logical_and", "exp"]; a name of another form is one part."""
+    m = _NAME.match(name)
+    if m is None:
+        return [name]
+    words, parts, i = m.group(1).split("_"), [], 0
+    while i < len(words):  # longest known op name first: "logical_and" is one part, not two
+        j = next((j for j in range(len(words), i + 1, -1) if "_".join(words[i:j]) in _OP_PARTS), i + 1)
+        parts.append("_".join(words[i:j]))
+        i = j
+    return parts
+
+
+def computed_parts(body: Block) -> set[str]:
+    """The op names a kernel body still computes: functions, reductions, and the structural parts it shows."""
+    found = {op.fn.data for op in body.ops if isinstance(op, F.PointwiseOp)}
+    found |= {op.kind.data for op in body.ops if isinstance(op, F.ReduceROp)}
+    return found | {part for part, shows in _STRUCTURAL_PARTS.items() if any(shows(op) for op in body.ops)}
+
+
+def merged_name(kernels: Sequence[F.KernelOp], body: Block, domain: Sequence[sympy.Expr], number_from: F.KernelOp,
+                graph: Graph) -> str:
+    """``fusec_poi_add_mul_sigmoid_3``: the parts of the merged kernels' names, in dataflow order, that ``body``
+    still computes (an output dropped in the merge takes the ops only it needed, and their parts, with it)."""
+    computed = computed_parts(body)
     parts: list[str] = []
     for k in kernels:
-        m = _NAME.match(k.sym_name.data)
-        for part in (m.group(1).split("_") if m else [k.sym_name.data]):
-            if part not in parts:
+        for part in name_parts(k.sym_name.data):
+            if part not in parts and (part in computed or part not in _OP_PARTS):
                 parts.append(part)
+    if not parts:  # nothing named is left (the body only moves data): say what it does compute
+        parts = list(dict.fromkeys(op.fn.data for op in body.ops if isinstance(op, F.PointwiseOp))) or ["copy"]
     kind = "red" if len(domain) == 2 else "poi"
     taken = graph.names()
     numbers = [int(m.group(2)) for name in taken if (m := _NAME.match(name))]
@@ -320,10 +382,42 @@ class Declines:
     def emit(self) -> None:
         for (a, b), (code, message) in self.found.items():
             if a.parent is not None and b.parent is not None:
-                remarks.emit(self.pass_name, code, message, a, b)
+                remarks.emit(self.pass_name, code, message, describe_user(a), describe_user(b))
+
+    def record_extern_boundaries(self, graph: Graph, readers: Iterable[F.KernelOp], feeders: Iterable[F.KernelOp]) -> None:
+        """Externs never merge: a decline for each of ``readers`` that reads an extern's result (extern-producer)
+        and each of ``feeders`` that feeds an extern (extern-consumer), views in between or not."""
+        for k in readers:
+            inputs: dict[Operation, list[str]] = {}  # extern -> the inputs of k it gives (two matmuls: which is which)
+            for i, v in enumerate(k.inputs):
+                if isinstance(source := graph.source(v), F.ExternOp):
+                    inputs.setdefault(source, []).append(str(i))
+            for p, which in inputs.items():
+                self.record("extern-producer", f"{describe(k)} reads the result of {p.target.data}, a torch call, "
+                                               f"as input {', '.join(which)}", p, k)
+        for k in feeders:
+            for u in graph.consumers(k):
+                if isinstance(u, F.ExternOp):
+                    self.record("extern-consumer", f"{describe(k)} feeds {u.target.data}", k, u)
 
 
 def describe_user(op: Operation) -> str:
+    """How a remark names an op: ``@kernel``, or an extern by its torch op (``aten.mm.default``)."""
     if isinstance(op, F.ExternOp):
         return op.target.data
-    return remarks.describe(op)
+    return describe(op)
+
+
+def install_within_limits(graph: Graph, declines: Declines, merged: tuple[F.KernelOp, dict[SSAValue, SSAValue]],
+                          pair: tuple[F.KernelOp, F.KernelOp], anchor: Operation, max_ops: int,
+                          max_inputs: int) -> F.KernelOp | None:
+    """Put the kernel merging ``pair`` (producer or reduction first) into the graph before ``anchor``, or, past
+    ``max-ops``/``max-inputs``, drop it and record a ``limit`` decline.  Returns the installed kernel."""
+    kernel, replaced = merged
+    problem = limit_problem(kernel, max_ops, max_inputs)
+    if problem:
+        discard(kernel)
+        declines.record("limit", problem, *pair)
+        return None
+    graph.install(kernel, replaced, [pair[1], pair[0]], anchor=anchor)
+    return kernel

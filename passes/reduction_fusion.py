@@ -28,6 +28,8 @@ Softmax becomes one kernel: load, max, exp(v - max), sum, divide, store per (x, 
 Every merge keeps K's outputs that something else still reads; a merge that would
 close a dependence cycle is declined (dependence-cycle), as is one past the
 ``max-ops``/``max-inputs`` limits (limit) or across unequal domains (domain-mismatch).
+A reduction feeding an extern gets an extern-consumer remark; a kernel this pass made
+that reads an extern's result, an extern-producer remark under its new name.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ from xdsl.passes import ModulePass
 from fusec import shapes
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, equal, flat_maps, same_index, simplify_in_domain, substitute
-from fusec.passes.kernel_merge import (BodyBuilder, Declines, Graph, Worklist, discard, limit_problem, loads_of,
-                                       merged_name, stores_by_output)
+from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, install_within_limits, loads_of, stores_by_output
 from fusec.remarks import describe
 from fusec.shapes import print_expr
 
@@ -138,7 +139,7 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
             bb.store(vm[op.value], e_outs[op.buffer], index, vm[op.mask] if op.mask is not None else None)
         else:
             bb.clone(op, vm, mapping)
-    return bb.finish(merged_name([k, e], k.domain_exprs, e, graph))
+    return bb.finish([k, e], number_from=e, graph=graph)
 
 
 @dataclass
@@ -151,21 +152,24 @@ class ReductionFuser:
     def __post_init__(self):
         self.declines = Declines(PASS)
         self.tried: set[tuple] = set()
+        self.made: set[F.KernelOp] = set()  # merged kernels this pass installed
 
     def run(self) -> None:
         work = Worklist(self.graph, [k for k in self.graph.kernels() if k.is_reduction])
         while (k := work.pop()) is not None:
             merged = self._merge_one(k)
             if merged is not None:  # reductions feeding the merged kernel have a new reader
+                self.made.add(merged)
                 work.add(merged, *[p for p in self.graph.producers(merged) if isinstance(p, F.KernelOp) and p.is_reduction])
+        # Reductions feeding externs are this pass's boundaries; a kernel it made reports its extern inputs anew.
+        kernels = self.graph.kernels()
+        self.declines.record_extern_boundaries(self.graph, [k for k in kernels if k in self.made],
+                                               [k for k in kernels if k.is_reduction])
         self.declines.emit()
 
     def _candidates(self, k: F.KernelOp) -> list[tuple[F.KernelOp, bool]]:
         """(kernel, is an epilogue): readers first — same-domain reductions, per-row, then per-element — then siblings."""
         readers = self.graph.users(k)
-        for u in readers:
-            if isinstance(u, F.ExternOp):
-                self.declines.record("extern-consumer", f"{describe(k)} feeds {u.target.data}", k, u)
         kernels = [u for u in readers if isinstance(u, F.KernelOp)]
         kernels.sort(key=lambda u: 0 if u.is_reduction else 1 if equal(u.domain_exprs[0], k.domain_exprs[0]) else 2)
         return [(u, True) for u in kernels] + [(s, False) for s in self._siblings(k, readers)]
@@ -203,14 +207,8 @@ class ReductionFuser:
             if is_epilogue:  # siblings are speculative: only a limit on a real candidate is worth a remark
                 self.declines.record(*mapping, k, other)
             return None
-        kernel, replaced = join(k, other, mapping, self.graph)
-        problem = limit_problem(kernel, self.options.max_ops, self.options.max_inputs)
-        if problem:
-            discard(kernel)
-            self.declines.record("limit", problem, k, other)
-            return None
-        self.graph.install(kernel, replaced, [other, k], anchor=second)
-        return kernel
+        return install_within_limits(self.graph, self.declines, join(k, other, mapping, self.graph), (k, other),
+                                     anchor=second, max_ops=self.options.max_ops, max_inputs=self.options.max_inputs)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ Cost rule, where ``cost(P)`` = P's body ops other than stores (loads count: they
     its other readers ("recompute").  Several load indices in C each recompute.
   * otherwise decline: graph-output / extern-consumer / recompute-too-expensive.
 Limits on the merged kernel: ``max-ops`` body ops, ``max-inputs`` input buffers (limit).
+Externs never merge: at the end, every kernel reading an extern's result gets an
+extern-producer remark, every pointwise kernel feeding one an extern-consumer remark.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from xdsl.passes import ModulePass
 from fusec import shapes
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, covers_domain, equal
-from fusec.passes.kernel_merge import (BodyBuilder, Declines, Graph, Worklist, body_size, describe_user, discard,
-                                       limit_problem, loads_of, merged_name, stores_by_output)
+from fusec.passes.kernel_merge import (BodyBuilder, Declines, Graph, Worklist, body_size, describe_user,
+                                       install_within_limits, loads_of, stores_by_output)
 from fusec.shapes import print_expr
 from fusec.remarks import describe
 
@@ -180,7 +182,7 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
             bb.clone(op, vm, {})
     for j in plan.keep:
         bb.store(producer_at(plan.cover, None)[j], bb.output(results[j].type, results[j]), plan.cover)
-    return bb.finish(merged_name([p, c], c.domain_exprs, c, graph))
+    return bb.finish([p, c], number_from=c, graph=graph)
 
 
 @dataclass
@@ -201,6 +203,10 @@ class VerticalFuser:
             if merged is not None:  # P (if it stays) and the producers of the merged kernel have new readers
                 producers = [k for k in self.graph.producers(merged) if isinstance(k, F.KernelOp) and not k.is_reduction]
                 work.add(p, merged, *producers)
+        # This pass merges producers into any kernel and pointwise kernels into their consumers: those are the
+        # extern boundaries it reports (reduction-fusion reports the reductions feeding externs).
+        kernels = self.graph.kernels()
+        self.declines.record_extern_boundaries(self.graph, kernels, [k for k in kernels if not k.is_reduction])
         self.declines.emit()
 
     def _fuse_into_a_reader(self, p: F.KernelOp) -> F.KernelOp | None:
@@ -208,8 +214,6 @@ class VerticalFuser:
             return None
         readers = self.graph.users(p)
         for c in readers:
-            if isinstance(c, F.ExternOp):
-                self.declines.record("extern-consumer", f"{describe(p)} feeds {c.target.data}", p, c)
             key = (p, c, tuple(readers))  # a refusal may depend on P's other readers
             if isinstance(c, F.KernelOp) and key not in self.tried:
                 self.tried.add(key)
@@ -224,14 +228,8 @@ class VerticalFuser:
         if not isinstance(decision, Plan):
             self.declines.record(*decision, p, c)
             return None
-        kernel, replaced = inline_producer(p, c, decision, self.graph)
-        problem = limit_problem(kernel, self.options.max_ops, self.options.max_inputs)
-        if problem:
-            discard(kernel)
-            self.declines.record("limit", problem, p, c)
-            return None
-        self.graph.install(kernel, replaced, [c, p], anchor=c)
-        return kernel
+        return install_within_limits(self.graph, self.declines, inline_producer(p, c, decision, self.graph), (p, c),
+                                     anchor=c, max_ops=self.options.max_ops, max_inputs=self.options.max_inputs)
 
 
 @dataclass(frozen=True)

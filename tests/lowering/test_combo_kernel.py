@@ -3,7 +3,6 @@
 import re
 
 import pytest
-import torch
 
 from fusec import interpreter
 from fusec.dialects import fusec as F
@@ -12,76 +11,9 @@ from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
 from fusec.runtime import compile_module
-from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
+from fusec.testing import apply_passes, assert_same_results, kernels, parse, random_inputs, seed_graph, sgd_graph, sgd_kernels
 
 TOL = dict(atol=1e-4, rtol=1e-4)  # reductions sum in another order than torch
-
-
-def seed_graph(rows: str = "1024", symbols: str = "") -> str:
-    t, v = f"!fusec.tensor<[{rows}, 512], f32>", f"!fusec.tensor<[{rows}], f32>"
-    sym = f" symbols({symbols})" if symbols else ""
-    return f"""
-builtin.module {{
-  fusec.graph @seed(%t1 : {t}, %t2 : {t}, %t3 : {t}, %t4 : {t}) -> ({v}, {v}, {v}, {v}){sym} {{
-    %a = fusec.reduce "sum" %t1 dims [1] : {t} -> {v}
-    %b = fusec.reduce "max" %t2 dims [1] : {t} -> {v}
-    %c = fusec.reduce "min" %t3 dims [1] : {t} -> {v}
-    %d = fusec.reduce "sum" %t4 dims [1] : {t} -> {v}
-    fusec.output %a, %b, %c, %d : {v}, {v}, {v}, {v}
-  }}
-}}"""
-
-
-def optimizer_graph(sizes: list[str]) -> str:
-    """p - lr * (g + wd * p) for each parameter, at graph level (form-kernels makes four kernels each)."""
-    args, outs, lines = [], [], []
-    for i, n in enumerate(sizes):
-        t = f"!fusec.tensor<[{n}], f32>"
-        args += [f"%p{i} : {t}", f"%g{i} : {t}"]
-        lines += [f'%wp{i} = fusec.pointwise "mul" %p{i}, %wd : ({t}, !fusec.tensor<[], f32>) -> {t}',
-                  f'%s{i} = fusec.pointwise "add" %g{i}, %wp{i} : ({t}, {t}) -> {t}',
-                  f'%u{i} = fusec.pointwise "mul" %s{i}, %lr : ({t}, !fusec.tensor<[], f32>) -> {t}',
-                  f'%o{i} = fusec.pointwise "sub" %p{i}, %u{i} : ({t}, {t}) -> {t}']
-        outs.append((f"%o{i}", t))
-    body = "\n    ".join(lines)
-    return f"""
-builtin.module {{
-  fusec.graph @sgd({", ".join(args)}) -> ({", ".join(t for _, t in outs)}) symbols(s0 in [2, inf], s1 in [2, inf]) {{
-    %wd = fusec.constant 0.1 : !fusec.tensor<[], f32>
-    %lr = fusec.constant 0.01 : !fusec.tensor<[], f32>
-    {body}
-    fusec.output {", ".join(o for o, _ in outs)} : {", ".join(t for _, t in outs)}
-  }}
-}}"""
-
-
-def sgd_kernels(sizes: list[str]) -> str:
-    """The same update, one kernel a parameter (what vertical fusion makes of it)."""
-    kernels, args, outs = [], [], []
-    for i, n in enumerate(sizes):
-        t = f"!fusec.tensor<[{n}], f32>"
-        args += [f"%p{i} : {t}", f"%g{i} : {t}"]
-        outs.append((f"%o{i}", t))
-        kernels.append(f"""
-    %o{i} = fusec.kernel @fusec_poi_sgd_{i} [{n}] (%p{i}, %g{i}) : ({t}, {t}) -> ({t}) {{
-    ^bb0(%p: {t}, %g: {t}, %out: {t}):
-      %pv = fusec.load %p[x] : {t}
-      %gv = fusec.load %g[x] : {t}
-      %wd = fusec.constant 0.1 : f32
-      %lr = fusec.constant 0.01 : f32
-      %t0 = fusec.pointwise "mul" %wd, %pv : (f32, f32) -> f32
-      %t1 = fusec.pointwise "add" %gv, %t0 : (f32, f32) -> f32
-      %t2 = fusec.pointwise "mul" %lr, %t1 : (f32, f32) -> f32
-      %t3 = fusec.pointwise "sub" %pv, %t2 : (f32, f32) -> f32
-      fusec.store %t3, %out[x] : {t}
-    }}""")
-    return f"""
-builtin.module {{
-  fusec.graph @sgd({", ".join(args)}) -> ({", ".join(t for _, t in outs)}) symbols(s0 in [2, inf], s1 in [2, inf]) {{{"".join(kernels)}
-    fusec.output {", ".join(o for o, _ in outs)} : {", ".join(t for _, t in outs)}
-  }}
-}}"""
-
 
 MIXED = ["64", "s0", "1000", "4*s1", "3", "s0*s1", "257", "4096", "s1", "16", "2*s0", "100", "31", "s0 + 7", "512", "5"]
 
@@ -179,7 +111,7 @@ def test_optimizer_update_kernels_at_most_two_launches():
 def test_optimizer_update_from_graph_ops_keeps_results():
     # Without vertical fusion each update is four dependent kernels: combos group them level by level
     # only where peak memory allows; whatever the grouping, the results stay eager's.
-    module = grouped(optimizer_graph(["64", "s0", "s1", "4*s1", "3", "s0*s1"]))
+    module = grouped(sgd_graph(["64", "s0", "s1", "4*s1", "3", "s0*s1"]))
     compiled = compile_module(module, {"s0": 64, "s1": 8})
     assert any(n.startswith("fusec_combo_") for n in launches(compiled))
     inputs = random_inputs(module, {"s0": 6, "s1": 3}, seed=4)
@@ -191,7 +123,7 @@ def test_optimizer_step_through_vertical_fusion_two_launches():
 
     if "vertical-fusion" not in PASSES:
         pytest.skip("vertical-fusion is not written yet")
-    module = parse(optimizer_graph(MIXED))
+    module = parse(sgd_graph(MIXED))
     apply_passes(module, FormKernels(), PASSES["vertical-fusion"]()(), ComboGrouping())
     compiled = compile_module(module, {"s0": 512, "s1": 64})
     assert launches(compiled) == ["fusec_combo_0", "fusec_combo_1"]  # 16 updates, 8 a combo
@@ -262,10 +194,10 @@ def test_benchmark_launches_compute_the_same_both_ways():
 
     module = parse(seed_graph("s0", "s0 in [1, inf]"))
     apply_passes(module, FormKernels())
-    kernels = [op for op in interpreter.find_graph(module).block.ops if isinstance(op, F.KernelOp)]
+    members = kernels(module)
     hints = SizeHints({"s0": 5})
-    separate, together, buffers = benchmark_launches(kernels, hints, device="cpu", interpret=True)
-    outputs = [buffers[k.results[0]] for k in kernels]
+    separate, together, buffers = benchmark_launches(members, hints, device="cpu", interpret=True)
+    outputs = [buffers[k.results[0]] for k in members]
     separate()
     first = [o.clone() for o in outputs]
     for o in outputs:
@@ -273,5 +205,5 @@ def test_benchmark_launches_compute_the_same_both_ways():
     together()
     assert_same_results(first, outputs)
     calls = []
-    us = time_separate_and_combo(kernels, hints, device="cpu", interpret=True, timer=lambda fn: calls.append(fn()) or 0.5)
+    us = time_separate_and_combo(members, hints, device="cpu", interpret=True, timer=lambda fn: calls.append(fn()) or 0.5)
     assert us == (500.0, 500.0) and len(calls) == 2

@@ -13,53 +13,12 @@ from fusec.passes import combo_grouping
 from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
 from fusec.pipeline import PipelineError, parse_pipeline_spec
-from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
+from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs, seed_graph, sgd_kernels
 
 T = "!fusec.tensor<[s0, 512], f32>"
 V = "!fusec.tensor<[s0], f32>"
 
-SEED = f"""
-builtin.module {{
-  fusec.graph @seed(%t1 : {T}, %t2 : {T}, %t3 : {T}, %t4 : {T}) -> ({V}, {V}, {V}, {V}) symbols(s0 in [2, inf]) {{
-    %a = fusec.reduce "sum" %t1 dims [1] : {T} -> {V}
-    %b = fusec.reduce "max" %t2 dims [1] : {T} -> {V}
-    %c = fusec.reduce "min" %t3 dims [1] : {T} -> {V}
-    %d = fusec.reduce "sum" %t4 dims [1] : {T} -> {V}
-    fusec.output %a, %b, %c, %d : {V}, {V}, {V}, {V}
-  }}
-}}"""
-
-
-def sgd_kernel(i: int, n: str) -> str:
-    """One fused optimizer update p - lr * (g + wd * p) over n elements (as vertical fusion makes it)."""
-    t = f"!fusec.tensor<[{n}], f32>"
-    return f"""
-    %o{i} = fusec.kernel @fusec_poi_sgd_{i} [{n}] (%p{i}, %g{i}) : ({t}, {t}) -> ({t}) {{
-    ^bb0(%p: {t}, %g: {t}, %out: {t}):
-      %pv = fusec.load %p[x] : {t}
-      %gv = fusec.load %g[x] : {t}
-      %wd = fusec.constant 0.1 : f32
-      %lr = fusec.constant 0.01 : f32
-      %t0 = fusec.pointwise "mul" %wd, %pv : (f32, f32) -> f32
-      %t1 = fusec.pointwise "add" %gv, %t0 : (f32, f32) -> f32
-      %t2 = fusec.pointwise "mul" %lr, %t1 : (f32, f32) -> f32
-      %t3 = fusec.pointwise "sub" %pv, %t2 : (f32, f32) -> f32
-      fusec.store %t3, %out[x] : {t}
-    }}"""
-
-
-def optimizer_graph(sizes: list[str]) -> str:
-    types = [f"!fusec.tensor<[{n}], f32>" for n in sizes]
-    args = ", ".join(f"%p{i} : {t}, %g{i} : {t}" for i, t in enumerate(types))
-    body = "".join(sgd_kernel(i, n) for i, n in enumerate(sizes))
-    outs = ", ".join(f"%o{i}" for i in range(len(sizes)))
-    return f"""
-builtin.module {{
-  fusec.graph @sgd({args}) -> ({", ".join(types)}) symbols(s0 in [2, inf], s1 in [2, inf]) {{{body}
-    fusec.output {outs} : {", ".join(types)}
-  }}
-}}"""
-
+SEED = seed_graph("s0", "s0 in [2, inf]")
 
 MIXED_SIZES = ["64", "s0", "1000", "4*s1", "3", "s0*s1", "257", "8192", "s1", "16", "2*s0", "100", "31", "s0 + 7", "512", "5", "12"]
 
@@ -102,7 +61,7 @@ def test_seed_reductions_become_one_combo():
 
 
 def test_optimizer_update_over_mixed_sizes_launches_twice():
-    before, after, log = run_grouping(optimizer_graph(MIXED_SIZES), form=False)
+    before, after, log = run_grouping(sgd_kernels(MIXED_SIZES), form=False)
     groups = combos(after)
     graph = interpreter.find_graph(after)
     launches = [op for op in graph.block.ops if isinstance(op, (F.ComboOp, F.KernelOp))]
@@ -113,7 +72,7 @@ def test_optimizer_update_over_mixed_sizes_launches_twice():
 
 
 def test_optimizer_update_16_params_two_launches_at_two_sizes():
-    before, after, _ = run_grouping(optimizer_graph(MIXED_SIZES[:16]), form=False)
+    before, after, _ = run_grouping(sgd_kernels(MIXED_SIZES[:16]), form=False)
     graph = interpreter.find_graph(after)
     assert [op.name for op in graph.block.ops] == ["fusec.combo", "fusec.combo", "fusec.output"]
     for sizes in ({"s0": 2, "s1": 3}, {"s0": 11, "s1": 6}):

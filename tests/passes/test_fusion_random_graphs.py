@@ -9,7 +9,7 @@ from fusec import interpreter, remarks
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.reduction_fusion import ReductionFusion
 from fusec.passes.vertical_fusion import VerticalFusion
-from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
+from fusec.testing import apply_passes, assert_same_results, graph_text, parse, print_ir, random_inputs
 
 SHAPES = {"A": "s0, 8", "B": "8", "C": "s0, 1", "D": "1, 8", "E": "8, s0", "R": "s0"}
 BROADCAST = {("A", "B"): "A", ("A", "C"): "A", ("A", "D"): "A", ("C", "D"): "A", ("C", "B"): "A", ("B", "D"): "D",
@@ -55,7 +55,7 @@ def random_graph(seed: int) -> str:
     lines.append(f"fusec.output {', '.join(v for v, _ in outs)} : {types}")
     args = f"%x : {T('A')}, %y : {T('B')}, %z : {T('C')}, %w : !fusec.tensor<[8, 8], f32>"
     body = "\n".join("    " + line for line in lines)
-    return f"builtin.module {{\n  fusec.graph @g({args}) -> ({types}) symbols(s0 in [1, inf]) {{\n{body}\n  }}\n}}"
+    return graph_text(args, types, body)
 
 
 @pytest.mark.parametrize("recompute_max_ops", [0, 8])

@@ -2,38 +2,19 @@
 
 import pytest
 
-from fusec import interpreter, remarks
+from fusec import remarks
 from fusec.dialects import fusec as F
 from fusec.passes.expect_fused import ExpectFused, ExpectFusedError
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.reduction_fusion import ReductionFusion
 from fusec.passes.vertical_fusion import VerticalFusion
-from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
-
-
-def T(shape: str, dtype: str = "f32") -> str:
-    return f"!fusec.tensor<[{shape}], {dtype}>"
-
-
-def graph(args: str, outs: str, body: str, symbolic: bool = True) -> str:
-    syms = " symbols(s0 in [1, inf])" if symbolic else ""
-    return f"builtin.module {{\n  fusec.graph @g({args}) -> ({outs}){syms} {{\n{body}\n  }}\n}}"
+from fusec.testing import apply_passes, graph_text, kernels, parse, print_ir, run_passes_checked, tensor_type
 
 
 def fuse(text: str, sizes=(1, 5, 17), **options):
-    """Run the three passes; check the interpreter gives the same results; return (module, reduction-fusion remarks)."""
-    module = parse(text)
-    with remarks.collect() as log:
-        apply_passes(module, FormKernels(), VerticalFusion(), ReductionFusion(**options))
-    reparsed = parse(print_ir(module))
-    for size in sizes:
-        inputs = random_inputs(reparsed, {"s0": size}, seed=size)
-        assert_same_results(interpreter.run(parse(text), inputs), interpreter.run(reparsed, inputs))
-    return module, [r for r in log.remarks if r.pass_name == "reduction-fusion"]
-
-
-def kernels(module) -> list[F.KernelOp]:
-    return [op for op in interpreter.find_graph(module).block.ops if isinstance(op, F.KernelOp)]
+    """Run the three passes (checked by ``run_passes_checked``); return (module, reduction-fusion remarks)."""
+    module, notes = run_passes_checked(text, FormKernels(), VerticalFusion(), ReductionFusion(**options), sizes=sizes)
+    return module, [r for r in notes if r.pass_name == "reduction-fusion"]
 
 
 def ops_named(kernel: F.KernelOp, cls) -> int:
@@ -41,8 +22,8 @@ def ops_named(kernel: F.KernelOp, cls) -> int:
 
 
 def softmax(rows: str, cols: int = 32) -> str:
-    t, k = T(f"{rows}, {cols}"), T(f"{rows}, 1")
-    return graph(f"%x : {t}", t, f"""
+    t, k = tensor_type(f"{rows}, {cols}"), tensor_type(f"{rows}, 1")
+    return graph_text(f"%x : {t}", t, f"""
     %m = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
     %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
     %e = fusec.pointwise "exp" %d : ({t}) -> {t}
@@ -63,8 +44,8 @@ def test_softmax_is_one_kernel_reading_x_once(rows):
 
 
 def test_rmsnorm_is_one_kernel():
-    t, k, v, c = T("s0, 64"), T("s0, 1"), T("64"), T("")
-    module, _ = fuse(graph(f"%x : {t}, %w : {v}", t, f"""
+    t, k, v, c = tensor_type("s0, 64"), tensor_type("s0, 1"), tensor_type("64"), tensor_type("")
+    module, _ = fuse(graph_text(f"%x : {t}, %w : {v}", t, f"""
     %sq = fusec.pointwise "mul" %x, %x : ({t}, {t}) -> {t}
     %s = fusec.reduce "sum" %sq dims [1] keepdim : {t} -> {k}
     %n = fusec.constant 64.0 : {c}
@@ -80,8 +61,8 @@ def test_rmsnorm_is_one_kernel():
 
 
 def test_layer_norm_and_gelu_are_one_kernel():
-    t, k, v, c = T("s0, 16"), T("s0, 1"), T("16"), T("")
-    module, _ = fuse(graph(f"%x : {t}, %w : {v}, %b : {v}", t, f"""
+    t, k, v, c = tensor_type("s0, 16"), tensor_type("s0, 1"), tensor_type("16"), tensor_type("")
+    module, _ = fuse(graph_text(f"%x : {t}, %w : {v}, %b : {v}", t, f"""
     %s = fusec.reduce "sum" %x dims [1] keepdim : {t} -> {k}
     %n = fusec.constant 16.0 : {c}
     %mean = fusec.pointwise "div" %s, %n : ({k}, {c}) -> {k}
@@ -110,8 +91,8 @@ def test_layer_norm_and_gelu_are_one_kernel():
 
 
 def test_var_mean_siblings_share_one_read():
-    t, r, c = T("s0, 32"), T("s0"), T("")
-    module, _ = fuse(graph(f"%x : {t}", f"{r}, {r}", f"""
+    t, r, c = tensor_type("s0, 32"), tensor_type("s0"), tensor_type("")
+    module, _ = fuse(graph_text(f"%x : {t}", f"{r}, {r}", f"""
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
     %sq = fusec.pointwise "mul" %x, %x : ({t}, {t}) -> {t}
     %ss = fusec.reduce "sum" %sq dims [1] : {t} -> {r}
@@ -123,7 +104,7 @@ def test_var_mean_siblings_share_one_read():
     fusec.output %var, %mean : {r}, {r}"""))
     (k,) = kernels(module)
     assert ops_named(k, F.LoadOp) == 1 and len(k.outputs) == 2
-    module, _ = fuse(graph(f"%x : {t}", f"{r}, {r}", """
+    module, _ = fuse(graph_text(f"%x : {t}", f"{r}, {r}", """
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
     %m = fusec.reduce "max" %x dims [1] : {t} -> {r}
     fusec.output %s, %m : {r}, {r}""".format(t=t, r=r)), siblings=False)
@@ -131,8 +112,8 @@ def test_var_mean_siblings_share_one_read():
 
 
 def test_cross_entropy_per_row_is_one_kernel():
-    t, k, i = T("s0, 10"), T("s0, 1"), T("s0, 1", "i64")
-    module, _ = fuse(graph(f"%x : {t}, %t : {i}", k, f"""
+    t, k, i = tensor_type("s0, 10"), tensor_type("s0, 1"), tensor_type("s0, 1", "i64")
+    module, _ = fuse(graph_text(f"%x : {t}, %t : {i}", k, f"""
     %m = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
     %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
     %e = fusec.pointwise "exp" %d : ({t}) -> {t}
@@ -148,9 +129,9 @@ def test_cross_entropy_per_row_is_one_kernel():
 
 
 def test_first_and_middle_dim_reductions_take_their_epilogues():
-    a, sa = T("s0, 8"), T("1, 8")
-    b, sb = T("4, s0, 6"), T("4, 1, 6")
-    module, _ = fuse(graph(f"%x : {a}, %y : {b}", f"{a}, {b}", f"""
+    a, sa = tensor_type("s0, 8"), tensor_type("1, 8")
+    b, sb = tensor_type("4, s0, 6"), tensor_type("4, 1, 6")
+    module, _ = fuse(graph_text(f"%x : {a}, %y : {b}", f"{a}, {b}", f"""
     %s = fusec.reduce "sum" %x dims [0] keepdim : {a} -> {sa}
     %d = fusec.pointwise "div" %x, %s : ({a}, {sa}) -> {a}
     %m = fusec.reduce "max" %y dims [1] keepdim : {b} -> {sb}
@@ -163,8 +144,8 @@ def test_first_and_middle_dim_reductions_take_their_epilogues():
 
 
 def test_outer_sum_of_a_reduction_is_declined():
-    t, r, col, row = T("s0, s0"), T("s0"), T("s0, 1"), T("1, s0")
-    module, notes = fuse(graph(f"%x : {t}", t, f"""
+    t, r, col, row = tensor_type("s0, s0"), tensor_type("s0"), tensor_type("s0, 1"), tensor_type("1, s0")
+    module, notes = fuse(graph_text(f"%x : {t}", t, f"""
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
     %a = fusec.reshape %s : {r} -> {col}
     %b = fusec.reshape %s : {r} -> {row}
@@ -177,21 +158,21 @@ def test_outer_sum_of_a_reduction_is_declined():
 
 
 def test_per_row_epilogues_merge_and_other_domains_stay():
-    t, r = T("s0, 8"), T("s0")
-    module, notes = fuse(graph(f"%x : {t}", f"{r}, {r}, {T('8')}", f"""
+    t, r = tensor_type("s0, 8"), tensor_type("s0")
+    module, notes = fuse(graph_text(f"%x : {t}", f"{r}, {r}, {tensor_type('8')}", f"""
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
     %e = fusec.pointwise "exp" %s : ({r}) -> {r}
-    %d = fusec.reduce "max" %x dims [0] : {t} -> {T("8")}
+    %d = fusec.reduce "max" %x dims [0] : {t} -> {tensor_type("8")}
     %u = fusec.pointwise "add" %s, %s : ({r}, {r}) -> {r}
-    fusec.output %e, %u, %d : {r}, {r}, {T("8")}"""))
+    fusec.output %e, %u, %d : {r}, {r}, {tensor_type("8")}"""))
     column, row = sorted(kernels(module), key=lambda k: str(k.domain_exprs[0]))
     assert len(row.outputs) == 2 and [str(d) for d in column.domain_exprs] == ["8", "s0"]
     assert not notes  # the column max is no candidate: different rows, and no data flows between them
 
 
 def test_dependence_through_an_extern_is_declined():
-    t, r = T("s0, 8"), T("s0")
-    module, notes = fuse(graph(f"%x : {t}", r, f"""
+    t, r = tensor_type("s0, 8"), tensor_type("s0")
+    module, notes = fuse(graph_text(f"%x : {t}", r, f"""
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
     %c:1 = fusec.extern "aten.cumsum.default" (%s) "T(0), 0" : ({r}) -> ({r})
     %u = fusec.pointwise "add" %s, %c : ({r}, {r}) -> {r}
@@ -201,8 +182,8 @@ def test_dependence_through_an_extern_is_declined():
 
 
 def test_reduction_over_rows_after_a_row_reduction_stays_apart():
-    t, k, c = T("s0, 10"), T("s0, 1"), T("")
-    module, notes = fuse(graph(f"%x : {t}", c, f"""
+    t, k, c = tensor_type("s0, 10"), tensor_type("s0, 1"), tensor_type("")
+    module, notes = fuse(graph_text(f"%x : {t}", c, f"""
     %m = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
     %l = fusec.pointwise "exp" %m : ({k}) -> {k}
     %tot = fusec.reduce "sum" %l dims [0, 1] : {k} -> {c}

@@ -2,41 +2,21 @@
 
 import pytest
 
-from fusec import interpreter, remarks
+from fusec import interpreter
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.vertical_fusion import VerticalFusion
-from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
-
-
-def T(shape: str, dtype: str = "f32") -> str:
-    return f"!fusec.tensor<[{shape}], {dtype}>"
-
-
-def graph(args: str, outs: str, body: str, symbolic: bool = True) -> str:
-    syms = " symbols(s0 in [1, inf])" if symbolic else ""
-    return f"builtin.module {{\n  fusec.graph @g({args}) -> ({outs}){syms} {{\n{body}\n  }}\n}}"
+from fusec.testing import graph_text, kernels, print_ir, run_passes_checked, tensor_type
 
 
 def fuse(text: str, sizes=(1, 5, 17), **options):
-    """Run form-kernels + vertical-fusion; check the interpreter gives the same results; return (module, remarks)."""
-    module = parse(text)
-    with remarks.collect() as log:
-        apply_passes(module, FormKernels(), VerticalFusion(**options))
-    reparsed = parse(print_ir(module))  # the result prints and parses back
-    for size in sizes:
-        inputs = random_inputs(reparsed, {"s0": size}, seed=size)
-        assert_same_results(interpreter.run(parse(text), inputs), interpreter.run(reparsed, inputs))
-    return module, log.remarks
-
-
-def kernels(module) -> list[F.KernelOp]:
-    return [op for op in interpreter.find_graph(module).block.ops if isinstance(op, F.KernelOp)]
+    """Run form-kernels + vertical-fusion (checked by ``run_passes_checked``); return (module, remarks)."""
+    return run_passes_checked(text, FormKernels(), VerticalFusion(**options), sizes=sizes)
 
 
 def affine_sigmoid(dim0: str) -> str:
-    t, v = T(f"{dim0}, 64"), T("64")
-    return graph(f"%x : {t}, %w : {v}, %b : {v}", t, f"""
+    t, v = tensor_type(f"{dim0}, 64"), tensor_type("64")
+    return graph_text(f"%x : {t}, %w : {v}, %b : {v}", t, f"""
     %m = fusec.pointwise "mul" %x, %w : ({t}, {v}) -> {t}
     %a = fusec.pointwise "add" %m, %b : ({t}, {v}) -> {t}
     %s = fusec.pointwise "sigmoid" %a : ({t}) -> {t}
@@ -54,20 +34,20 @@ def test_sigmoid_of_affine_is_one_kernel(dim0):
 
 
 def test_pointwise_prologue_joins_the_reduction():
-    t = T("s0, 32")
-    module, _ = fuse(graph(f"%x : {t}", T("s0"), f"""
+    t = tensor_type("s0, 32")
+    module, _ = fuse(graph_text(f"%x : {t}", tensor_type("s0"), f"""
     %e = fusec.pointwise "exp" %x : ({t}) -> {t}
     %sq = fusec.pointwise "mul" %e, %e : ({t}, {t}) -> {t}
-    %s = fusec.reduce "sum" %sq dims [1] : {t} -> {T("s0")}
-    fusec.output %s : {T("s0")}"""))
+    %s = fusec.reduce "sum" %sq dims [1] : {t} -> {tensor_type("s0")}
+    fusec.output %s : {tensor_type("s0")}"""))
     (k,) = kernels(module)
     assert k.is_reduction and k.sym_name.data.startswith("fusec_red_exp_mul_sum_")
     assert "fusec.load %0[r + 32*x]" in print_ir(k)  # exp's load re-indexed into the reduction domain
 
 
 def test_broadcast_producer_is_declined_with_a_remark():
-    t, v = T("s0, 64"), T("64")
-    module, notes = fuse(graph(f"%x : {t}, %w : {v}", t, f"""
+    t, v = tensor_type("s0, 64"), tensor_type("64")
+    module, notes = fuse(graph_text(f"%x : {t}, %w : {v}", t, f"""
     %w2 = fusec.pointwise "exp" %w : ({v}) -> {v}
     %y = fusec.pointwise "mul" %x, %w2 : ({t}, {v}) -> {t}
     fusec.output %y : {t}"""))
@@ -77,9 +57,9 @@ def test_broadcast_producer_is_declined_with_a_remark():
 
 
 def test_transposed_read_is_reindexed():
-    t = T("s0, 8")
-    tt = T("8, s0")
-    module, _ = fuse(graph(f"%x : {t}", tt, f"""
+    t = tensor_type("s0, 8")
+    tt = tensor_type("8, s0")
+    module, _ = fuse(graph_text(f"%x : {t}", tt, f"""
     %e = fusec.pointwise "exp" %x : ({t}) -> {t}
     %p = fusec.permute %e [1, 0] : {t} -> {tt}
     %n = fusec.pointwise "neg" %p : ({tt}) -> {tt}
@@ -89,8 +69,8 @@ def test_transposed_read_is_reindexed():
 
 
 def two_readers(extra: str = "", outs: str = "") -> str:
-    t = T("s0, 8")
-    return graph(f"%x : {t}, %y : {t}", ", ".join([t, t] + ([t] if outs else [])), f"""
+    t = tensor_type("s0, 8")
+    return graph_text(f"%x : {t}, %y : {t}", ", ".join([t, t] + ([t] if outs else [])), f"""
     %a = fusec.pointwise "add" %x, %y : ({t}, {t}) -> {t}
     %b = fusec.pointwise "exp" %a : ({t}) -> {t}
     %c = fusec.pointwise "sin" %a : ({t}) -> {t}{extra}
@@ -106,8 +86,8 @@ def test_readers_covering_the_producer_end_in_one_kernel():
 
 
 def test_cheap_producer_is_recomputed_in_each_transposed_reader():
-    t = T("s0, s0")
-    module, notes = fuse(graph(f"%x : {t}, %y : {t}", f"{t}, {t}", f"""
+    t = tensor_type("s0, s0")
+    module, notes = fuse(graph_text(f"%x : {t}, %y : {t}", f"{t}, {t}", f"""
     %a = fusec.pointwise "add" %x, %y : ({t}, {t}) -> {t}
     %p = fusec.permute %a [1, 0] : {t} -> {t}
     %b = fusec.pointwise "exp" %p : ({t}) -> {t}
@@ -126,14 +106,14 @@ def test_expensive_producer_is_stored_by_a_reader_that_covers_it():
 
 
 def test_graph_output_blocks_an_expensive_non_covering_reader():
-    t, tt = T("s0, s0"), T("s0, s0")
+    t, tt = tensor_type("s0, s0"), tensor_type("s0, s0")
     body = f"""
     %a = fusec.pointwise "exp" %x : ({t}) -> {t}
     %b = fusec.pointwise "sin" %a : ({t}) -> {t}
     %p = fusec.permute %b [1, 0] : {t} -> {tt}
     %n = fusec.pointwise "neg" %p : ({tt}) -> {tt}
     fusec.output %b, %n : {t}, {tt}"""
-    text = graph(f"%x : {t}", f"{t}, {tt}", body)
+    text = graph_text(f"%x : {t}", f"{t}, {tt}", body)
     module, notes = fuse(text, recompute_max_ops=2)
     assert len(kernels(module)) == 2
     (note,) = notes
@@ -144,9 +124,9 @@ def test_graph_output_blocks_an_expensive_non_covering_reader():
 
 
 def test_extern_reader_gets_the_value_from_the_fused_kernel():
-    t = T("s0, 8")
-    v = T("8, 8")
-    module, notes = fuse(graph(f"%x : {t}, %v : {v}", f"{t}, {t}", f"""
+    t = tensor_type("s0, 8")
+    v = tensor_type("8, 8")
+    module, notes = fuse(graph_text(f"%x : {t}, %v : {v}", f"{t}, {t}", f"""
     %a = fusec.pointwise "exp" %x : ({t}) -> {t}
     %mm:1 = fusec.extern "aten.mm.default" (%a, %v) "T(0), T(1)" : ({t}, {v}) -> ({t})
     %b = fusec.pointwise "tanh" %a : ({t}) -> {t}
@@ -169,8 +149,8 @@ def test_limits_decline_with_the_numbers():
 
 
 def test_cat_reader_masks_the_inlined_loads():
-    t, c = T("s0, 4"), T("s0, 8")
-    module, _ = fuse(graph(f"%x : {t}, %y : {t}", c, f"""
+    t, c = tensor_type("s0, 4"), tensor_type("s0, 8")
+    module, _ = fuse(graph_text(f"%x : {t}, %y : {t}", c, f"""
     %e = fusec.pointwise "exp" %x : ({t}) -> {t}
     %l = fusec.pointwise "sin" %y : ({t}) -> {t}
     %k = fusec.cat %e, %l dim 1 : ({t}, {t}) -> {c}
@@ -181,10 +161,10 @@ def test_cat_reader_masks_the_inlined_loads():
 
 
 def test_masked_read_of_an_integer_division_is_declined():
-    t, c = T("s0, 4", "i64"), T("s0, 8", "i64")
-    module, notes = fuse(graph(f"%x : {t}, %y : {t}", c, f"""
-    %one = fusec.constant 1 : {T("", "i64")}
-    %y1 = fusec.pointwise "add" %y, %one : ({t}, {T("", "i64")}) -> {t}
+    t, c = tensor_type("s0, 4", "i64"), tensor_type("s0, 8", "i64")
+    module, notes = fuse(graph_text(f"%x : {t}, %y : {t}", c, f"""
+    %one = fusec.constant 1 : {tensor_type("", "i64")}
+    %y1 = fusec.pointwise "add" %y, %one : ({t}, {tensor_type("", "i64")}) -> {t}
     %f = fusec.pointwise "floordiv" %x, %y1 : ({t}, {t}) -> {t}
     %k = fusec.cat %f, %x dim 1 : ({t}, {t}) -> {c}
     fusec.output %k : {c}"""))

@@ -59,6 +59,13 @@
 // EXPECT-NEXT: remark: vertical-fusion: domain-mismatch
 // EXPECT: remark: reduction-fusion: index-mismatch
 
+// A reduction reading an extern's result takes its epilogue; the boundary with the
+// extern stays, reported under the merged kernel's name.
+// CHECK-LABEL: fusec.graph @mm_then_softmax_numerator
+// CHECK-NEXT:    %mm = fusec.extern "aten.mm.default"(%x, %w)
+// CHECK-NEXT:    %e = fusec.kernel @fusec_red_max_sub_exp_{{[0-9]+}} [s0, 32] (%mm)
+// REMARK: remark: reduction-fusion: extern-producer: @fusec_red_max_sub_exp_{{[0-9]+}} reads the result of aten.mm.default, a torch call, as input 0 [aten.mm.default, @fusec_red_max_sub_exp_{{[0-9]+}}]
+
 builtin.module {
   fusec.graph @softmax(%x : !fusec.tensor<[s0, 32], f32>) -> (!fusec.tensor<[s0, 32], f32>) symbols(s0 in [1, inf]) {
     %m = fusec.reduce "max" %x dims [1] keepdim : !fusec.tensor<[s0, 32], f32> -> !fusec.tensor<[s0, 1], f32>
@@ -97,5 +104,12 @@ builtin.module {
     %b = fusec.reshape %s : !fusec.tensor<[s0], f32> -> !fusec.tensor<[1, s0], f32>
     %o = fusec.pointwise "add" %a, %b : (!fusec.tensor<[s0, 1], f32>, !fusec.tensor<[1, s0], f32>) -> !fusec.tensor<[s0, s0], f32>
     fusec.output %o : !fusec.tensor<[s0, s0], f32>
+  }
+  fusec.graph @mm_then_softmax_numerator(%x : !fusec.tensor<[s0, 16], f32>, %w : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[s0, 32], f32>) symbols(s0 in [1, inf]) {
+    %mm:1 = fusec.extern "aten.mm.default" (%x, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[s0, 32], f32>)
+    %m = fusec.reduce "max" %mm dims [1] keepdim : !fusec.tensor<[s0, 32], f32> -> !fusec.tensor<[s0, 1], f32>
+    %d = fusec.pointwise "sub" %mm, %m : (!fusec.tensor<[s0, 32], f32>, !fusec.tensor<[s0, 1], f32>) -> !fusec.tensor<[s0, 32], f32>
+    %e = fusec.pointwise "exp" %d : (!fusec.tensor<[s0, 32], f32>) -> !fusec.tensor<[s0, 32], f32>
+    fusec.output %e : !fusec.tensor<[s0, 32], f32>
   }
 }

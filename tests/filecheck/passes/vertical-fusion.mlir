@@ -57,6 +57,16 @@ builtin.module {
     %t = fusec.pointwise "tanh" %a : (!fusec.tensor<[s0, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
     fusec.output %mm, %t : !fusec.tensor<[s0, 64], f32>, !fusec.tensor<[s0, 64], f32>
   }
+
+  // Externs never merge: the kernel feeding one (here through a view) and the one
+  // reading its result each get a remark naming the extern's torch op.
+  fusec.graph @extern_boundaries(%x : !fusec.tensor<[s0, 64], f32>, %v : !fusec.tensor<[s0, 64], f32>) -> (!fusec.tensor<[64, 64], f32>) symbols(s0 in [1, inf]) {
+    %s = fusec.pointwise "sin" %x : (!fusec.tensor<[s0, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
+    %st = fusec.permute %s [1, 0] : !fusec.tensor<[s0, 64], f32> -> !fusec.tensor<[64, s0], f32, strides [1, 64]>
+    %mm:1 = fusec.extern "aten.mm.default" (%st, %v) "T(0), T(1)" : (!fusec.tensor<[64, s0], f32, strides [1, 64]>, !fusec.tensor<[s0, 64], f32>) -> (!fusec.tensor<[64, 64], f32>)
+    %c = fusec.pointwise "cos" %mm : (!fusec.tensor<[64, 64], f32>) -> !fusec.tensor<[64, 64], f32>
+    fusec.output %c : !fusec.tensor<[64, 64], f32>
+  }
 }
 
 // CHECK-LABEL: fusec.graph @declines
@@ -67,4 +77,11 @@ builtin.module {
 // CHECK:         %mm = fusec.extern "aten.mm.default"(%a, %v)
 
 // REMARK-DAG: remark: vertical-fusion: domain-mismatch: [64] vs [64*s0] [@fusec_poi_exp_{{[0-9]+}}, @fusec_poi_mul_tanh_{{[0-9]+}}]
-// REMARK-DAG: remark: vertical-fusion: extern-consumer: @fusec_poi_mul_tanh_{{[0-9]+}} feeds aten.mm.default
+// REMARK-DAG: remark: vertical-fusion: extern-consumer: @fusec_poi_mul_tanh_{{[0-9]+}} feeds aten.mm.default [@fusec_poi_mul_tanh_{{[0-9]+}}, aten.mm.default]
+
+// CHECK-LABEL: fusec.graph @extern_boundaries
+// CHECK-NEXT:    %s = fusec.kernel @fusec_poi_sin_{{[0-9]+}} [64*s0] (%x)
+// CHECK:         %mm = fusec.extern "aten.mm.default"(%st, %v)
+// CHECK-NEXT:    %c = fusec.kernel @fusec_poi_cos_{{[0-9]+}} [4096] (%mm)
+// REMARK-DAG: remark: vertical-fusion: extern-consumer: @fusec_poi_sin_{{[0-9]+}} feeds aten.mm.default [@fusec_poi_sin_{{[0-9]+}}, aten.mm.default]
+// REMARK-DAG: remark: vertical-fusion: extern-producer: @fusec_poi_cos_{{[0-9]+}} reads the result of aten.mm.default, a torch call, as input 0 [aten.mm.default, @fusec_poi_cos_{{[0-9]+}}]

@@ -1,0 +1,104 @@
+"""kernel_merge: merged kernels are named after what their body still computes; the limit helper both passes use."""
+
+import pytest
+
+from fusec.passes.form_kernels import FormKernels
+from fusec.passes.kernel_merge import computed_parts, name_parts
+from fusec.passes.reduction_fusion import ReductionFusion
+from fusec.passes.vertical_fusion import VerticalFusion
+from fusec.testing import graph_text, kernels, run_passes_checked, tensor_type
+
+
+@pytest.mark.parametrize("name, parts", [
+    ("fusec_poi_mul_add_sigmoid_2", ["mul", "add", "sigmoid"]),
+    ("fusec_poi_logical_and_exp_3", ["logical_and", "exp"]),  # a function name with "_" is one part
+    ("fusec_red_sum_argmax_12", ["sum", "argmax"]),
+    ("fusec_poi_ne_where_gather_neg_7", ["ne", "where", "gather", "neg"]),
+    ("my_kernel", ["my_kernel"]),  # not a fusec name: kept whole
+])
+def test_name_parts(name, parts):
+    assert name_parts(name) == parts
+
+
+def two_output_producer(t: str) -> str:
+    """@fusec_poi_exp_tanh_0 stores exp(x) and tanh(x); only exp(x) is read (by neg), tanh(x) is dead."""
+    return f"""
+    %e, %th = fusec.kernel @fusec_poi_exp_tanh_0 [8*s0] (%x) : ({t}) -> ({t}, {t}) {{
+    ^bb0(%in: {t}, %o0: {t}, %o1: {t}):
+      %v = fusec.load %in[x] : {t}
+      %a = fusec.pointwise "exp" %v : (f32) -> f32
+      %b = fusec.pointwise "tanh" %v : (f32) -> f32
+      fusec.store %a, %o0[x] : {t}
+      fusec.store %b, %o1[x] : {t}
+    }}
+    %n = fusec.kernel @fusec_poi_neg_1 [8*s0] (%e) : ({t}) -> ({t}) {{
+    ^bb0(%in: {t}, %o: {t}):
+      %v = fusec.load %in[x] : {t}
+      %m = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %m, %o[x] : {t}
+    }}"""
+
+
+def test_vertical_merge_drops_the_parts_of_a_dead_output():
+    t = tensor_type("s0, 8")
+    module, _ = run_passes_checked(graph_text(f"%x : {t}", t, two_output_producer(t) + f"""
+    fusec.output %n : {t}"""), VerticalFusion())
+    (k,) = kernels(module)
+    assert computed_parts(k.block) == {"exp", "neg"}
+    assert k.sym_name.data == "fusec_poi_exp_neg_1"  # was fusec_poi_exp_tanh_neg_1: tanh went with the dead output
+
+
+def test_vertical_merge_keeps_the_parts_of_a_stored_output():
+    t = tensor_type("s0, 8")
+    module, _ = run_passes_checked(graph_text(f"%x : {t}", f"{t}, {t}", two_output_producer(t) + f"""
+    fusec.output %n, %th : {t}, {t}"""), VerticalFusion())
+    (k,) = kernels(module)
+    assert k.sym_name.data == "fusec_poi_exp_tanh_neg_1" and len(k.outputs) == 2
+
+
+def test_reduction_merge_drops_the_parts_of_an_output_only_the_epilogue_read():
+    # var_mean-like siblings already merged: sum and max of each row; the epilogue reads only the sum,
+    # nothing else reads the max, so the merged kernel neither stores nor computes it.
+    t, r = tensor_type("s0, 32"), tensor_type("s0")
+    body = f"""
+    %s, %mx = fusec.kernel @fusec_red_sum_max_0 [s0, 32] (%x) : ({t}) -> ({r}, {r}) {{
+    ^bb0(%in: {t}, %o0: {r}, %o1: {r}):
+      %v = fusec.load %in[r + 32*x] : {t}
+      %a = fusec.reduce_r "sum" %v : f32 -> f32
+      %b = fusec.reduce_r "max" %v : f32 -> f32
+      fusec.store %a, %o0[x] : {r}
+      fusec.store %b, %o1[x] : {r}
+    }}
+    %m = fusec.kernel @fusec_poi_div_1 [s0] (%s) : ({r}) -> ({r}) {{
+    ^bb0(%in: {r}, %o: {r}):
+      %v = fusec.load %in[x] : {r}
+      %c = fusec.constant 32.0 : f32
+      %d = fusec.pointwise "div" %v, %c : (f32, f32) -> f32
+      fusec.store %d, %o[x] : {r}
+    }}
+    fusec.output %m : {r}"""
+    module, _ = run_passes_checked(graph_text(f"%x : {t}", r, body), ReductionFusion())
+    (k,) = kernels(module)
+    assert computed_parts(k.block) == {"sum", "div", "full"}
+    assert k.sym_name.data == "fusec_red_sum_div_1"
+
+
+def test_structural_parts_stay_while_their_loads_do():
+    # A cat has no function of its own: its masked loads show it is still computed after exp inlined it.
+    t, c = tensor_type("s0"), tensor_type("2*s0")
+    module, _ = run_passes_checked(graph_text(f"%a : {t}, %b : {t}", c, f"""
+    %j = fusec.cat %a, %b dim 0 : ({t}, {t}) -> {c}
+    %e = fusec.pointwise "exp" %j : ({c}) -> {c}
+    fusec.output %e : {c}"""), FormKernels(), VerticalFusion())
+    (k,) = kernels(module)
+    assert "cat" in computed_parts(k.block)
+    assert k.sym_name.data == "fusec_poi_cat_exp_1"
+
+
+def test_a_merge_past_the_limits_is_dropped_with_a_limit_remark():
+    t = tensor_type("s0, 8")
+    module, notes = run_passes_checked(graph_text(f"%x : {t}", t, two_output_producer(t) + f"""
+    fusec.output %n : {t}"""), VerticalFusion(max_ops=3))
+    assert [k.sym_name.data for k in kernels(module)] == ["fusec_poi_exp_tanh_0", "fusec_poi_neg_1"]
+    assert [(n.code, n.message, n.subjects) for n in notes] == [
+        ("limit", "max-ops=3 exceeded (4)", ("@fusec_poi_exp_tanh_0", "@fusec_poi_neg_1"))]
