@@ -1,5 +1,9 @@
 """The fusec dialect: tensor graphs with symbolic shapes, and the kernels they become.
 
+This docstring states the rules of the IR that every pass, the lowering and the
+reference interpreter (``fusec/interpreter.py``, which gives the IR its meaning)
+rely on; each op's docstring gives its syntax.
+
 Graph level (what the importer produces)::
 
     fusec.graph @fn(%a : !fusec.tensor<[s0, 512], f32>) -> (!fusec.tensor<[s0], f32>)
@@ -8,12 +12,55 @@ Graph level (what the importer produces)::
       fusec.output %s : !fusec.tensor<[s0], f32>
     }
 
-Kernel level (what the passes make): a ``fusec.kernel`` iterates ``x`` over its
-first domain extent and ``r`` over the second (reductions); its body loads
-elements of its input buffers at index expressions over ``x``, ``r`` and the size
-symbols, computes on element values (``fusec.pointwise`` on scalars,
-``fusec.reduce_r`` over ``r``) and stores into its output buffers.  A
-``fusec.combo`` holds independent kernels that launch as one.
+A module holds ``fusec.graph`` ops.  A graph's block arguments are its tensor
+inputs; it declares its size symbols ``s0, s1, ...`` with bounds and ends with
+``fusec.output``.  Dims are sympy expressions over the size symbols (text form
+in ``fusec/shapes.py``).  The graph-level ops: ``fusec.pointwise`` (with
+broadcasting), ``fusec.constant`` (a 0-d value or a broadcast fill),
+``fusec.symbolic`` (the value of a size expression, 0-d i64), ``fusec.reduce``,
+the views (``reshape``, ``permute``, ``expand``, ``slice``), ``fusec.cat``,
+``fusec.index``, ``fusec.gather`` and ``fusec.extern`` (a torch call at run time,
+see ``fusec/externs.py``).
+
+Pointwise conversions, at both levels: the operands are converted to the result's
+element type before the function applies, except for the predicates
+(``PREDICATES``: eq, ne, lt, le, gt, ge, isnan, isinf, logical_and/or/not,
+signbit), which compare in ``torch.promote_types`` of their operands and give i1,
+and for ``"where"``, whose condition is i1 (only its other two operands are
+converted).  max/min (reductions, and ``maximum``/``minimum``) propagate NaN as
+torch does.  fp16/bf16 values may be computed in fp32 and rounded at stores.
+
+Kernel level (what the passes make; here the graph's body above after ``form-kernels``)::
+
+    %s = fusec.kernel @fusec_red_sum_0 [s0, 512] (%a) : (!fusec.tensor<[s0, 512], f32>) -> (!fusec.tensor<[s0], f32>) {
+    ^bb0(%0: !fusec.tensor<[s0, 512], f32>, %1: !fusec.tensor<[s0], f32>):
+      %2 = fusec.load %0[r + 512*x] : !fusec.tensor<[s0, 512], f32>
+      %3 = fusec.reduce_r "sum" %2 : f32 -> f32
+      fusec.store %3, %1[x] : !fusec.tensor<[s0], f32>
+    }
+
+* ``fusec.kernel @name [xnumel]`` or ``[xnumel, rnumel]``: the body's block
+  arguments are the input buffers, then the output buffers (one per result).
+  ``x`` ranges over [0, xnumel), ``r`` over [0, rnumel).
+* ``fusec.load %buf[idx]`` reads the element at flat *storage* offset ``idx``
+  from the buffer's start: the buffer's strides are already folded into ``idx``.
+  With ``mask %m`` (i1) it loads only where ``%m`` is true and gives 0 elsewhere;
+  ``%buf[%o + idx]`` adds an i64 element value ``%o`` to the index (gathers and
+  index ops).
+* ``fusec.pointwise``, ``fusec.constant`` and ``fusec.symbolic`` also work on
+  element values (scalar types f32, i64, i1, ...), with the same conversions.
+* ``fusec.reduce_r KIND %v`` (KIND: sum, prod, max, min, argmax, argmin, any,
+  all) reduces a value over ``r``, giving one value per ``x``; argmax/argmin give
+  the ``r`` of the first extreme, as i64.
+* ``fusec.store %v, %out[idx]`` writes (with ``mask %m``, only where true).  A
+  value that does not depend on ``r`` is stored once per ``x``.  A value depends
+  on ``r`` iff it comes (transitively) from a load or symbolic whose index uses
+  ``r``, by a path that does not pass through a ``reduce_r``.
+
+A ``fusec.combo`` holds independent kernels that launch as one.  After
+``form-kernels`` a graph holds only ``fusec.kernel``, ``fusec.combo`` (after
+``combo-grouping``), ``fusec.extern``, view ops whose results reach an extern or
+the graph output (run as torch views at run time), and ``fusec.output``.
 """
 
 from __future__ import annotations
@@ -965,22 +1012,29 @@ class KernelOp(IRDLOperation):
     """One GPU kernel: a body over element values iterated over ``domain`` = [xnumel] or [xnumel, rnumel].
 
     The body's block arguments are the input buffers then the output buffers.
+    ``tiled`` (printed after the domain) marks a pointwise kernel over a 2-D domain:
+    no ``reduce_r``, every (x, r) point computed independently, lowered as 2-D tiles
+    (``tile-pointwise`` makes them: ``fusec.kernel @k [s1, s0] tiled (%a) ...``).
     """
 
     name = "fusec.kernel"
     sym_name = prop_def(StringAttr)
     domain = prop_def(ArrayAttr[ExprAttr])
+    tiled = opt_prop_def(UnitAttr)
     inputs = var_operand_def()
     outputs = var_result_def()
     body = region_def("single_block")
     # Pure: a kernel writes only the buffers it returns, so an unused kernel can go (dce).
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), Pure())
 
-    def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute], body: Region | None = None):
+    def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute], body: Region | None = None,
+                 *, tiled: bool = False):
         if body is None:
             body = Region(Block(arg_types=[v.type for v in inputs] + list(output_types)))
-        super().__init__(operands=[inputs], result_types=[output_types], regions=[body],
-                         properties={"sym_name": StringAttr(name), "domain": ArrayAttr([ExprAttr.of(d) for d in domain])})
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "domain": ArrayAttr([ExprAttr.of(d) for d in domain])}
+        if tiled:
+            props["tiled"] = UnitAttr()
+        super().__init__(operands=[inputs], result_types=[output_types], regions=[body], properties=props)
 
     @property
     def block(self) -> Block:
@@ -992,7 +1046,13 @@ class KernelOp(IRDLOperation):
 
     @property
     def is_reduction(self) -> bool:
+        """The domain has an r extent: a reduction, or a tiled pointwise kernel (see ``is_tiled``)."""
         return len(self.domain.data) == 2
+
+    @property
+    def is_tiled(self) -> bool:
+        """A pointwise kernel over a 2-D domain [xnumel, rnumel], lowered as 2-D tiles."""
+        return self.tiled is not None
 
     @property
     def input_args(self):
@@ -1007,6 +1067,8 @@ class KernelOp(IRDLOperation):
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string(" ")
         _print_expr_list(printer, self.domain_exprs)
+        if self.is_tiled:
+            printer.print_string(" tiled")
         printer.print_string(" (")
         printer.print_list(self.inputs, printer.print_operand)
         printer.print_string(")")
@@ -1022,6 +1084,7 @@ class KernelOp(IRDLOperation):
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name().data
         domain = _parse_domain(parser)
+        tiled = parser.parse_optional_keyword("tiled") is not None
         operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_unresolved_operand)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
@@ -1030,7 +1093,7 @@ class KernelOp(IRDLOperation):
         out_types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
         inputs = parser.resolve_operands(operands, in_types, parser.pos)
         body = parser.parse_region()
-        op = KernelOp(name, domain, inputs, out_types, body)
+        op = KernelOp(name, domain, inputs, out_types, body, tiled=tiled)
         op.attributes.update(attrs)
         return op
 
@@ -1038,6 +1101,8 @@ class KernelOp(IRDLOperation):
         where = f"fusec.kernel @{self.sym_name.data}"
         if len(self.domain.data) not in (1, 2):
             raise VerifyException(f"{where}: domain must be [xnumel] or [xnumel, rnumel]")
+        if self.is_tiled and len(self.domain.data) != 2:
+            raise VerifyException(f"{where}: a tiled kernel has a 2-D domain [xnumel, rnumel]")
         want = [v.type for v in self.inputs] + [r.type for r in self.outputs]
         if list(self.block.arg_types) != want:
             raise VerifyException(f"{where}: block arguments must be the input then the output buffer types")
@@ -1047,6 +1112,8 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"{where}: {op.name} cannot appear in a kernel body")
             if isinstance(op, ReduceROp) and not self.is_reduction:
                 raise VerifyException(f"{where}: fusec.reduce_r in a kernel without a reduction domain")
+            if isinstance(op, ReduceROp) and self.is_tiled:
+                raise VerifyException(f"{where}: fusec.reduce_r in a tiled (pointwise) kernel")
             if isinstance(op, LoadOp) and op.buffer in outputs:
                 raise VerifyException(f"{where}: loads from output buffer {op.buffer}")
             if isinstance(op, StoreOp) and op.buffer not in outputs:

@@ -133,14 +133,18 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
         log = remarks.RemarkLog(import_log.remarks + pipeline_log.remarks)
         (dump / "remarks.txt").write_text(log.text())
         (dump / "remarks.json").write_text(log.json() + "\n")
-    return boxed_runner(info, make_executor(module, info, options.execute, dump))
+    # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
+    # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
+    checks = "layout" if kind == "backward" else "alignment"
+    return boxed_runner(info, make_executor(module, info, options.execute, dump, checks))
 
 
-def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None,
-                  dump: Path | None = None) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None, dump: Path | None = None,
+                  input_checks: str = "all") -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
     """How a compiled graph runs (graph inputs -> graph outputs): the one place that decides.
 
-    ``execute``: "triton", "interpret", or None for triton where fusec.runtime exists.
+    ``execute``: "triton", "interpret", or None for triton where fusec.runtime exists;
+    ``input_checks``: what the generated launcher checks of its inputs (``fusec.lowering.launcher.lower_graph``).
     """
     if execute is None:
         execute = "triton" if _runtime() is not None else "interpret"
@@ -148,9 +152,7 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None
         runtime = _runtime()
         if runtime is None:
             raise BackendOptionError("fusec: execute='triton' needs fusec.runtime, which is not available; use execute='interpret'")
-        # Dynamo's guards (and AOTAutograd's checks of tangents) already hold every input to the shapes
-        # and dtypes the graph was traced with: the launcher leaves out its own checks, not the layouts.
-        compiled = runtime.compile_module(module, info.size_hints, check_inputs=False)
+        compiled = runtime.compile_module(module, info.size_hints, input_checks=input_checks)
         if dump is not None:
             _dump_triton(compiled, dump)
         return compiled

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.ir import SSAValue
 
-from fusec import shapes
+from fusec import heuristics, shapes
 from fusec.dialects import fusec as F
 
 # Used for a size symbol with neither a hint option nor a declared lower bound above 1.
@@ -150,38 +150,35 @@ def kernel_bytes(kernel: F.KernelOp, hints: SizeHints) -> int:
 
 @dataclass(frozen=True)
 class BlockShape:
-    """How a kernel is tiled: XBLOCK rows per block, RBLOCK (None: pointwise), persistent or looped."""
+    """How a kernel is tiled: XBLOCK rows per block, RBLOCK (None: pointwise), persistent or looped;
+    a tiled pointwise kernel has a block per XBLOCK x RBLOCK tile."""
 
     xblock: int
     rblock: int | None
     persistent: bool
+    tiled: bool = False
 
-    def blocks(self, xnumel: int) -> int:
-        return max(1, shapes.ceil_div(xnumel, self.xblock))
-
-
-# The block sizes below mirror fusec/lowering/heuristics.py (Hopper rules of thumb); the cost model
-# does not import the lowering (dependencies point from the lowering to the passes, not back).
-PERSISTENT_RNUMEL_LIMIT = 4096  # LoweringOptions.persistent_threshold
-TILE_ELEMENTS = 4096
-
-
-def _clamp(v: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, v))
+    def blocks(self, xnumel: int, rnumel: int = 1) -> int:
+        rows = shapes.ceil_div(xnumel, self.xblock)
+        return max(1, rows * shapes.ceil_div(rnumel, self.rblock) if self.tiled and self.rblock else rows)
 
 
 def block_shape(kernel: F.KernelOp, hints: SizeHints) -> BlockShape:
-    """The block sizes the cost model assumes for the hinted sizes."""
+    """The block sizes the lowering's heuristics (fusec.heuristics) choose for the hinted sizes.
+
+    A reduction counts as persistent when its hinted rnumel fits (the lowering asks for its bound)."""
     xnumel = max(hints(kernel.domain_exprs[0]), 1)
     if not kernel.is_reduction:
-        return BlockShape(_clamp(shapes.next_power_of_2(xnumel), 16, 1024), None, False)
+        return BlockShape(heuristics.pointwise_config(xnumel).xblock, None, False)
     rnumel = max(hints(kernel.domain_exprs[1]), 1)
-    if rnumel <= PERSISTENT_RNUMEL_LIMIT:
-        rblock = max(shapes.next_power_of_2(rnumel), 2)
-        xblock = min(_clamp(TILE_ELEMENTS // rblock, 1, 32), shapes.next_power_of_2(xnumel))
-        return BlockShape(xblock, rblock, True)
-    rblock = _clamp(shapes.next_power_of_2(rnumel), 2, 1024)
-    return BlockShape(min(_clamp(2048 // rblock, 1, shapes.next_power_of_2(xnumel)), 8), rblock, False)
+    if kernel.is_tiled:
+        cfg = heuristics.tiled_config(xnumel, rnumel)
+        return BlockShape(cfg.xblock, cfg.rblock, False, tiled=True)
+    if rnumel <= heuristics.PERSISTENT_THRESHOLD:
+        cfg = heuristics.persistent_config(xnumel, rnumel)
+        return BlockShape(cfg.xblock, cfg.rblock, True)
+    cfg = heuristics.looped_config(xnumel, rnumel)
+    return BlockShape(cfg.xblock, cfg.rblock, False)
 
 
 # ---------------------------------------------------------------- time estimates
@@ -206,7 +203,8 @@ class KernelCost:
 
 
 def kernel_cost(kernel: F.KernelOp, hints: SizeHints) -> KernelCost:
-    return KernelCost(kernel_bytes(kernel, hints), block_shape(kernel, hints).blocks(hints(kernel.domain_exprs[0])))
+    rnumel = hints(kernel.domain_exprs[1]) if kernel.is_reduction else 1
+    return KernelCost(kernel_bytes(kernel, hints), block_shape(kernel, hints).blocks(hints(kernel.domain_exprs[0]), rnumel))
 
 
 def launch_time_us(costs: Sequence[KernelCost], gpu: GPU) -> float:

@@ -46,7 +46,9 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
 _COMING_PASSES: dict[str, tuple[str, str]] = {
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
     "reduction-fusion": ("fusec.passes.reduction_fusion", "ReductionFusion"),
+    "split-reductions": ("fusec.passes.split_reductions", "SplitReductions"),
     "combo-grouping": ("fusec.passes.combo_grouping", "ComboGrouping"),
+    "tile-pointwise": ("fusec.passes.tile_pointwise", "TilePointwise"),
     "expect-fused": ("fusec.passes.expect_fused", "ExpectFused"),
 }
 

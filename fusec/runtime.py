@@ -226,11 +226,11 @@ def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.Graph
 
 def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
                    graph_name: str | None = None, options: LoweringOptions = LoweringOptions(),
-                   check_inputs: bool = True) -> CompiledGraph:
+                   input_checks: str = "all") -> CompiledGraph:
     """Lower a graph after form-kernels (and any fusion) to Triton and a launcher.
 
     ``size_hints`` gives an example value per size symbol; the code works for every
     size the symbols' bounds admit, hints only steer choices that are safe anyway.
-    ``check_inputs=False``: the caller guarantees the inputs' shapes and dtypes (see ``lower_graph``).
+    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``).
     """
-    return CompiledGraph(lower_graph(find_graph(module, graph_name), size_hints, options, check_inputs))
+    return CompiledGraph(lower_graph(find_graph(module, graph_name), size_hints, options, input_checks))

@@ -51,7 +51,7 @@ def launch_kernel(tk: TritonKernel, fn, buffers: Sequence[torch.Tensor], env: di
     r = shapes.evaluate(sizes["rnumel"], env) if "rnumel" in sizes else 1
     cfg = tk.config(x, r)
     blocks = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if "rnumel" in sizes else {})}
-    grid = shapes.ceil_div(x, cfg.xblock)
+    grid = tk.programs(x, r)
     if grid:
         fn[(grid,)](*buffers, *[shapes.evaluate(e, env) for _, e in tk.size_args], **blocks, num_warps=cfg.num_warps)
 

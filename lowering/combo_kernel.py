@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import SSAValue
 
-from fusec import shapes
+from fusec import heuristics, shapes
 from fusec.dialects import fusec as F
-from fusec.lowering import heuristics, triton_ops as ops
+from fusec.lowering import triton_ops as ops
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
 
 # Names the combo kernel itself defines; a size symbol spelled like one is passed as sym_<name>.
@@ -106,7 +106,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
                            options: LoweringOptions = LoweringOptions()) -> TritonCombo:
     """``lower_combo`` for independent kernels not (yet) in a ``fusec.combo`` (e.g. to time them both ways)."""
     bounds = dict(symbol_bounds(kernels[0]) if bounds is None else bounds)
-    lowered = [lower_kernel(k, size_hints, bounds, options) for k in kernels]
+    lowered = [lower_kernel(k, size_hints, bounds, options, combo_member=True) for k in kernels]
     inputs: list[SSAValue] = []
     for k in kernels:
         inputs += [v for v in k.inputs if v not in inputs]

@@ -10,7 +10,7 @@ returns the outputs.  Buffers are deleted after their last use.
 
 Per-call work is the generated lines themselves: no IR, no parsing, no sympy.
 Block sizes are literals when a kernel's domain is static; with a symbolic
-domain they come from ``fusec.lowering.heuristics`` for the actual sizes of the
+domain they come from ``fusec.heuristics`` for the actual sizes of the
 call (memoised; a persistent reduction must size RBLOCK to the actual row).
 """
 
@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from fusec import externs, shapes
+from fusec import externs, heuristics, shapes
 from fusec.dialects import fusec as F
-from fusec.lowering import heuristics
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
 
@@ -65,6 +64,7 @@ def runtime_globals() -> dict[str, object]:
         "_pointwise_config": heuristics.pointwise_config,
         "_persistent_config": heuristics.persistent_config,
         "_looped_config": heuristics.looped_config,
+        "_tiled_config": heuristics.tiled_config,
     }
 
 
@@ -98,10 +98,19 @@ def bad_input_count(graph: str, want: int, inputs) -> None:
 
 
 def lower_graph(graph: F.GraphOp, size_hints: Mapping[str, int] | None = None,
-                options: LoweringOptions = LoweringOptions(), check_inputs: bool = True) -> Launcher:
-    """``check_inputs=False`` leaves out the shape and dtype checks (one error message per wrong input)
-    where the caller already guarantees them; layouts and alignment are still made right."""
-    return _LauncherWriter(graph, dict(size_hints or {}), options, check_inputs).write()
+                options: LoweringOptions = LoweringOptions(), input_checks: str = "all") -> Launcher:
+    """``input_checks``: what the launcher checks of each input, from what its caller already guarantees.
+
+    ``"all"``: shape and dtype (one clear error for a wrong input), then layout and
+    16-byte alignment (a copy where they differ); ``"layout"``: the caller guarantees
+    shapes and dtypes; ``"alignment"``: it guarantees strides too (Dynamo's guards).
+    """
+    if input_checks not in INPUT_CHECKS:
+        raise ValueError(f"input_checks must be one of {', '.join(INPUT_CHECKS)}, got {input_checks!r}")
+    return _LauncherWriter(graph, dict(size_hints or {}), options, input_checks).write()
+
+
+INPUT_CHECKS = ("all", "layout", "alignment")
 
 
 _TORCH_DTYPES = {
@@ -116,8 +125,9 @@ def _tuple(items: list[str]) -> str:
 
 
 class _LauncherWriter:
-    def __init__(self, graph: F.GraphOp, size_hints: dict[str, int], options: LoweringOptions, check_inputs: bool):
-        self.graph, self.hints, self.options, self.check_inputs = graph, size_hints, options, check_inputs
+    def __init__(self, graph: F.GraphOp, size_hints: dict[str, int], options: LoweringOptions, input_checks: str):
+        self.graph, self.hints, self.options = graph, size_hints, options
+        self.check_shapes, self.check_strides = input_checks == "all", input_checks != "alignment"
         self.gname = graph.sym_name.data
         self.names: dict[SSAValue, str] = {}
         self.used_symbols: set[str] = set()
@@ -206,7 +216,7 @@ class _LauncherWriter:
             cfg = tk.config(x, rv)
             args += [str(x)] + ([str(rv)] if op.is_reduction else [])
             blocks = [("XBLOCK", str(cfg.xblock))] + ([("RBLOCK", str(cfg.rblock))] if op.is_reduction else [])
-            grid, warps = str(shapes.ceil_div(x, cfg.xblock)), str(cfg.num_warps)
+            grid, warps = str(tk.programs(x, rv)), str(cfg.num_warps)
         else:
             lines.append(f"xnumel = {self.py(xnumel)}")
             self.int_values["xnumel"] = self.py(xnumel)
@@ -216,12 +226,16 @@ class _LauncherWriter:
             args += ["xnumel"] + (["rnumel"] if op.is_reduction else [])
             if tk.kind == "pointwise":
                 lines.append("XBLOCK, _, num_warps = _pointwise_config(xnumel)")
+            elif tk.kind == "tiled":
+                lines.append("XBLOCK, RBLOCK, num_warps = _tiled_config(xnumel, rnumel)")
             elif tk.kind == "persistent":
                 lines.append(f"XBLOCK, RBLOCK, num_warps = _persistent_config(xnumel, rnumel, {tk.outer})")
             else:
                 lines.append(f"XBLOCK, RBLOCK, num_warps = _looped_config(xnumel, rnumel, {tk.outer}, {tk.max_rblock})")
             blocks = [("XBLOCK", "XBLOCK")] + ([("RBLOCK", "RBLOCK")] if op.is_reduction else [])
             grid, warps = "(xnumel + XBLOCK - 1) // XBLOCK", "num_warps"
+            if tk.kind == "tiled":  # one grid dimension: a program per tile
+                grid += " * ((rnumel + RBLOCK - 1) // RBLOCK)"
         args += [self.py(e) for name, e in tk.size_args if name not in ("xnumel", "rnumel")]
         lines.append(self.launch(tk.name, grid, warps, args, len(op.inputs) + len(op.outputs), blocks))
         return lines
@@ -344,20 +358,24 @@ class _LauncherWriter:
             lines.append("device = _default_device")
         # Checks use every symbol the input types mention, layouts those of the strides.
         for a in args:
-            if self.check_inputs:
+            if self.check_shapes:
                 self.shape_tuple(a.type.dims)
-            self.shape_tuple(a.type.layout)
+            if self.check_strides:
+                self.shape_tuple(a.type.layout)
         lines += self.bind_symbols(args)
         for i, a in enumerate(args):
             t = a.type
             name = self.names[a]
-            shape = self.shape_tuple(t.dims)
-            dtype = _TORCH_DTYPES[F.dtype_name(t.element_type)]
-            if self.check_inputs:
+            if self.check_shapes:
+                shape = self.shape_tuple(t.dims)
+                dtype = _TORCH_DTYPES[F.dtype_name(t.element_type)]
                 lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
                 lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             layout = self.shape_tuple(t.layout)
-            lines.append(f"if {name}.stride() != {layout} or {name}.data_ptr() % 16:")
+            if self.check_strides:
+                lines.append(f"if {name}.stride() != {layout} or {name}.data_ptr() % 16:")
+            else:
+                lines.append(f"if {name}.data_ptr() % 16:")
             lines.append(f"    {name} = _as_layout({name}, {layout})")
             self.aligned.add(name)
         return lines

@@ -4,9 +4,16 @@ The kernel's arguments are its buffers (inputs then outputs), then the sizes as
 runtime ints (``xnumel``, ``rnumel``, then every size symbol its body reads), then
 the constexprs ``XBLOCK`` (and ``RBLOCK``): one source serves every size.
 
-Three shapes of kernel:
+Four shapes of kernel:
 
 * pointwise (domain ``[xnumel]``): 1-D blocks of ``XBLOCK`` elements.
+* tiled pointwise (a ``tiled`` kernel, domain ``[xnumel, rnumel]``, no reductions):
+  a program owns one ``[XBLOCK, RBLOCK]`` tile, both offsets from its program id on a
+  1-D grid of ``cdiv(xnumel, XBLOCK) * cdiv(rnumel, RBLOCK)`` programs; the body is
+  straight-line like a persistent reduction's.  Loads contiguous along x and loads
+  contiguous along r (a transpose) both coalesce; broadcast operands load once per
+  tile row or column.  A tiled kernel inside a combo (which ``tile-pointwise`` never
+  makes) is lowered as a reduction domain without reductions: correct, not tiled.
 * persistent reduction: a program holds ``XBLOCK`` whole rows, ``RBLOCK`` >= rnumel;
   the body is one straight block, reductions are ``tl.sum(..., 1)`` and friends.
   Chosen when rnumel is provably at most ``persistent_threshold`` (its upper bound,
@@ -35,9 +42,9 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.ir import Operation, SSAValue
 
-from fusec import shapes
+from fusec import heuristics, shapes
 from fusec.dialects import fusec as F
-from fusec.lowering import heuristics, triton_ops as ops
+from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr, value_range
 
 INT32_LIMIT = 2**31
@@ -53,7 +60,7 @@ class LoweringOptions:
     max_rblock: the largest RBLOCK of a looped reduction (small values test the loop).
     """
 
-    persistent_threshold: int = 4096
+    persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD
     max_rblock: int = 1024
 
 
@@ -63,7 +70,7 @@ class TritonKernel:
 
     name: str
     source: str
-    kind: str  # "pointwise" | "persistent" | "looped"
+    kind: str  # "pointwise" | "tiled" | "persistent" | "looped"
     num_inputs: int
     num_outputs: int
     size_args: tuple[tuple[str, sympy.Expr], ...]  # runtime ints after the pointers: (argument, value over size symbols)
@@ -79,9 +86,17 @@ class TritonKernel:
         """Block sizes and warps for these sizes."""
         if self.kind == "pointwise":
             return heuristics.pointwise_config(xnumel)
+        if self.kind == "tiled":
+            return heuristics.tiled_config(xnumel, rnumel)
         if self.kind == "persistent":
             return heuristics.persistent_config(xnumel, rnumel, self.outer)
         return heuristics.looped_config(xnumel, rnumel, self.outer, self.max_rblock)
+
+    def programs(self, xnumel: int, rnumel: int = 1) -> int:
+        """Programs one launch runs for these sizes (its 1-D grid): a row block each, a tile each when tiled."""
+        cfg = self.config(xnumel, rnumel)
+        rows = shapes.ceil_div(xnumel, cfg.xblock)
+        return rows * shapes.ceil_div(rnumel, cfg.rblock) if self.kind == "tiled" else rows
 
 
 class LoweringError(ValueError):
@@ -91,9 +106,12 @@ class LoweringError(ValueError):
 OUTER_PERSISTENT_MAX = 128  # an outer reduction keeps >= 32 contiguous columns a program only up to here
 
 
-def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions) -> str:
+def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions,
+                combo_member: bool = False) -> str:
     if not kernel.is_reduction:
         return "pointwise"
+    if kernel.is_tiled and not combo_member and not isinstance(kernel.parent_op(), F.ComboOp):
+        return "tiled"  # (a combo routes programs by row blocks: its members are not tiled)
     _, hi = value_range(kernel.domain_exprs[1], bounds)
     limit = options.persistent_threshold
     if is_outer_reduction(kernel):
@@ -103,7 +121,7 @@ def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], o
 
 def is_outer_reduction(kernel: F.KernelOp) -> bool:
     """A reduction whose loads are contiguous along x, not r (a column reduction)."""
-    if not kernel.is_reduction:
+    if not kernel.is_reduction or kernel.is_tiled:
         return False
     x, r = shapes.index_symbol("x"), shapes.index_symbol("r")
     r_strides, x_strides = [], []
@@ -136,17 +154,18 @@ def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
                  bounds: Mapping[str, tuple[float, float]] | None = None,
-                 options: LoweringOptions = LoweringOptions()) -> TritonKernel:
+                 options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> TritonKernel:
     """The Triton module source for ``kernel``; ``bounds`` default to the enclosing graph's symbol declarations.
 
     ``size_hints`` (symbol -> example value) are used only where a decision may not
     depend on them for correctness: nothing in the source is sized from a hint.
+    ``combo_member``: the kernel is inlined into a combo (a tiled kernel then lowers untiled).
     """
     bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
     for name, hint in (size_hints or {}).items():
         lo, hi = bounds.get(name, (1, math.inf))
         bounds[name] = (lo, max(hi, hint))  # a hint past a declared bound widens it: stay correct for it
-    kind = kernel_kind(kernel, bounds, options)
+    kind = kernel_kind(kernel, bounds, options, combo_member)
     return _KernelWriter(kernel, kind, bounds, options).lower()
 
 
@@ -178,7 +197,7 @@ class _Stmt:
 
 
 _RESERVED = {"xoffset", "xindex", "xmask", "rindex", "rmask", "roffset", "rbase", "xnumel", "rnumel", "XBLOCK",
-             "RBLOCK", "tl", "triton", "libdevice"}
+             "RBLOCK", "pid", "rtiles", "tl", "triton", "libdevice"}
 
 
 class _KernelWriter:
@@ -372,6 +391,8 @@ class _KernelWriter:
             return [f"{name} = tl.reduce({acc}, 1, {combine})[:, None]{back}"]
 
         stmt = _Stmt(op, has_r=False, phase=v.phase + 1, deps=(op.input,))
+        if self.kind == "tiled":
+            raise LoweringError(f"{self.where(op)}: a tiled kernel holds no reduction")
         if self.kind == "persistent":
             stmt.lines = across(masked, rindex_tile)
         else:
@@ -435,15 +456,20 @@ class _KernelWriter:
         consts = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else [])
         lines = ["@triton.jit", f"def {self.name}({', '.join(ptrs + sizes + consts)}):"]
         body: list[str] = []
+        wide = ".to(tl.int64)" if self.index64 else ""
         if self.index64:
             body += [f"{s} = tl.cast({s}, tl.int64)" for s in sizes if s != "xnumel"]
-            body.append("xoffset = tl.program_id(0).to(tl.int64) * XBLOCK")
+        if self.kind == "tiled":
+            # One tile a program, tiles of a row of tiles at consecutive program ids.
+            body += [f"pid = tl.program_id(0){wide}", "rtiles = (rnumel + RBLOCK - 1) // RBLOCK",
+                     "xoffset = (pid // rtiles) * XBLOCK", "roffset = (pid % rtiles) * RBLOCK"]
         else:
-            body.append("xoffset = tl.program_id(0) * XBLOCK")
+            body.append(f"xoffset = tl.program_id(0){wide} * XBLOCK")
         rows = "[:, None]" if self.reduction else ""
         body += [f"xindex = xoffset + tl.arange(0, XBLOCK){rows}", "xmask = xindex < xnumel"]
-        wide = ".to(tl.int64)" if self.index64 else ""
-        if self.kind == "persistent":
+        if self.kind == "tiled":
+            body += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        elif self.kind == "persistent":
             body += [f"rindex = tl.arange(0, RBLOCK)[None, :]{wide}", "rmask = rindex < rnumel"]
         elif self.kind == "looped":
             body += [f"rbase = tl.arange(0, RBLOCK)[None, :]{wide}"]
@@ -502,7 +528,8 @@ class _KernelWriter:
     def _module(self, kernel_lines: list[str]) -> str:
         text = "\n".join(kernel_lines) + "\n"
         dom = ", ".join(shapes.print_expr(d) for d in self.kernel.domain_exprs)
-        what = {"pointwise": "pointwise", "persistent": "persistent reduction (whole rows in RBLOCK)",
+        what = {"pointwise": "pointwise", "tiled": "tiled pointwise ([XBLOCK, RBLOCK] tiles)",
+                "persistent": "persistent reduction (whole rows in RBLOCK)",
                 "looped": "looped reduction (RBLOCK-wide steps over r)"}[self.kind]
         head = [f"# fusec kernel {self.name}: {what} over [{dom}], {'int64' if self.index64 else 'int32'} indexing",
                 "import triton", "import triton.language as tl"]

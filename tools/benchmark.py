@@ -4,8 +4,10 @@
 
 For each program: the result checked against eager, the number of GPU kernels one
 call launches (counted with torch.profiler, the same way for every backend;
-matrix-multiply library kernels counted apart), and the median time of a call
-(triton.testing.do_bench).  Prints a Markdown table for BENCHMARKS.md.
+matrix-multiply library kernels counted apart), the GPU time of those kernels
+(profiler, median of 10 calls), and the median time of a call
+(triton.testing.do_bench, host overhead included).  Prints a Markdown table for
+BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ PROGRAMS = [
             lambda dt, dev: [_randn(4096, 1024)(dt, dev)] + [_randn(1024)(dt, dev) for _ in range(5)]),
     Program("swiglu", _swiglu, lambda dt, dev: [_randn(2048, 1024)(dt, dev), _randn(1024, 2816)(dt, dev) * 0.03,
                                                 _randn(1024, 2816)(dt, dev) * 0.03, _randn(2816, 1024)(dt, dev) * 0.03]),
+    Program("transpose_add", lambda x, y: x.t() + y, lambda dt, dev: [_randn(4096, 4096)(dt, dev), _randn(4096, 4096)(dt, dev)]),
+    Program("bias_rows_cols", lambda x, a, b: x * a[:, None] + b[None, :],
+            lambda dt, dev: [_randn(4096, 4096)(dt, dev), _randn(4096)(dt, dev), _randn(4096)(dt, dev)]),
+    Program("full_sum", lambda x: x.sum(), lambda dt, dev: [_randn(16 * 1024 * 1024)(dt, dev)]),
+    Program("mean_of_rows", lambda x: x.mean(0), lambda dt, dev: [_randn(8192, 2048)(dt, dev)]),
     Program("optimizer16", _optimizer_step,
             lambda dt, dev: [torch.randn(s, device=dev, dtype=dt) for s in SIZES16 + SIZES16]),
 ]
@@ -77,22 +84,39 @@ SIZES16 = [(256, 256), (256,), (1024, 256), (1024,), (256, 1024), (256,), (4096,
            (512,), (2048, 128), (128,), (64, 64), (64,), (1000,), (333, 77), (77,)]
 
 
-def count_kernels(call: Callable[[], object]) -> tuple[int, int]:
-    """(Triton/other kernels, matrix-library kernels) launched by one call, from the CUDA profiler."""
+def profile_call(call: Callable[[], object], repeats: int = 10) -> tuple[int, int, float]:
+    """(Triton/other kernels, matrix-library kernels) launched by one call, and the GPU time of one call's
+    kernels in microseconds (the median over ``repeats`` calls), from the CUDA profiler."""
+    import statistics
+
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
-    gemm = [e for e in kernels if any(k in e.name.lower() for k in ("gemm", "sm90", "cutlass", "cublas", "xmma", "nvjet"))]
-    return len(kernels) - len(gemm), len(gemm)
+    counts, times = [], []
+    for _ in range(repeats):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
+        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = [e for e in events if "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+        gemm = [e for e in kernels if any(k in e.name.lower() for k in ("gemm", "sm90", "cutlass", "cublas", "xmma", "nvjet"))]
+        counts.append((len(kernels) - len(gemm), len(gemm)))
+        times.append(sum(e.device_time for e in events))
+    return *counts[-1], statistics.median(times)
+
+
+def _default_pipeline_without(*names: str) -> str:
+    from fusec.pipeline import default_pipeline_spec, parse_pipeline_spec
+
+    return ",".join(str(p.pipeline_pass_spec()) for p in parse_pipeline_spec(default_pipeline_spec()) if p.name not in names)
 
 
 def compiled(fn, backend: str, dynamic: bool):
     torch._dynamo.reset()
     if backend == "fusec":
         return torch.compile(fn, backend="fusec", dynamic=dynamic)
+    if backend == "fusec-flat":  # without tile-pointwise: what 2-D tiles buy
+        return torch.compile(fn, backend="fusec", dynamic=dynamic,
+                             options={"pipeline": _default_pipeline_without("tile-pointwise")})
     if backend == "inductor":
         return torch.compile(fn, dynamic=dynamic)
     if backend == "inductor-combo":
@@ -106,7 +130,8 @@ def _flatten(out):
 
 @click.command()
 @click.option("--programs", default=",".join(p.name for p in PROGRAMS), help="comma-separated program names")
-@click.option("--backends", default="fusec,inductor,inductor-combo")
+@click.option("--backends", default="fusec,inductor,inductor-combo",
+              help="comma-separated: fusec, fusec-flat (no tile-pointwise), inductor, inductor-combo")
 @click.option("--dtype", default="float32", type=click.Choice(["float32", "float16", "bfloat16"]))
 @click.option("--dynamic", is_flag=True, help="compile with dynamic=True")
 def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
@@ -128,14 +153,14 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
                 got = _flatten(f(*inputs))
                 tol = dict(rtol=2e-2, atol=2e-2) if dt != torch.float32 else dict(rtol=1e-4, atol=1e-4)
                 ok = all(torch.allclose(a.float(), b.float(), **tol) for a, b in zip(expected, got))
-                kernels, gemms = count_kernels(lambda: f(*inputs))
+                kernels, gemms, gpu_us = profile_call(lambda: f(*inputs))
                 ms = triton.testing.do_bench(lambda: f(*inputs), warmup=50, rep=300, return_mode="median")
-                rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{ms * 1000:.1f}"))
+                rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{gpu_us:.1f}", f"{ms * 1000:.1f}"))
             except Exception as e:  # a failing backend is a row, not the end of the table
-                rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-"))
+                rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-", "-"))
     click.echo(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype {dtype}  dynamic={dynamic}\n")
-    click.echo("| program | backend | matches eager | kernels | matmul kernels | median us |")
-    click.echo("|---|---|---|---|---|---|")
+    click.echo("| program | backend | matches eager | kernels | matmul kernels | kernel us | median us |")
+    click.echo("|---|---|---|---|---|---|---|")
     for r in rows:
         click.echo("| " + " | ".join(str(c) for c in r) + " |")
 

@@ -30,11 +30,22 @@ SOFTMAX = kernel_module("fusec_red_max_sum_0", "s0, 512", [_ROW], [_ROW], f"""  
       %y = fusec.pointwise "div" %e, %s : (f32, f32) -> f32
       fusec.store %y, %out0[512*x + r] : {_ROW}""", "s0 in [1, 1000000]")
 
+# x.t() + y as tile-pointwise makes it: [XBLOCK, RBLOCK] tiles, x read down its columns.
+TRANSPOSE_ADD = kernel_module(
+    "fusec_poi_add_0", "s1, s0", ["!fusec.tensor<[s0, s1], f32>", "!fusec.tensor<[s1, s0], f32>"], ["!fusec.tensor<[s1, s0], f32>"],
+    """      %a = fusec.load %in0[r*s1 + x] : !fusec.tensor<[s0, s1], f32>
+      %b = fusec.load %in1[r + x*s0] : !fusec.tensor<[s1, s0], f32>
+      %s = fusec.pointwise "add" %a, %b : (f32, f32) -> f32
+      fusec.store %s, %out0[r + x*s0] : !fusec.tensor<[s1, s0], f32>""",
+    "s0 in [1, 100000], s1 in [1, 100000]").replace("[s1, s0] (", "[s1, s0] tiled (")
+
 # file name -> what it holds
 CASES = {
     "softmax_persistent.py": lambda: _kernel_source(SOFTMAX, PERSISTENT),
     "softmax_looped.py": lambda: _kernel_source(SOFTMAX, LOOPED),
     "softmax_launcher.py": lambda: lower_graph(_graph(SOFTMAX), {"s0": 64}).source,
+    "transpose_add_tiled.py": lambda: _kernel_source(TRANSPOSE_ADD, PERSISTENT),
+    "transpose_add_tiled_launcher.py": lambda: lower_graph(_graph(TRANSPOSE_ADD), {"s0": 64, "s1": 64}).source,
 }
 
 

@@ -6,6 +6,7 @@ looped reduction with several steps, sizes past one block.
 
 import pytest
 import test_end_to_end as graphs
+import test_tiled as tiled
 import test_triton_kernel as cases
 import torch
 from kernel_cases import LOOPED, PERSISTENT
@@ -64,3 +65,38 @@ def test_misaligned_inputs_and_new_size_classes_on_the_gpu():
         flat[offset:] = x.flatten().cuda()
         got = compiled([flat[offset:].view(x.shape)])
         assert_same_results(interpreter.run(module, [x]), [t.cpu() for t in got], rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- tiled pointwise kernels (tile-pointwise)
+
+
+TILED_KERNELS = {"tiled-transpose": tiled.TRANSPOSE_ADD, "tiled-broadcast-fp16": tiled.BROADCAST,
+                 "tiled-transpose-int32": tiled.TRANSPOSE_ADD.replace("s0 in [1, inf], s1 in [1, inf]", "s0 in [1, 8192], s1 in [1, 8192]")}
+
+
+@pytest.mark.parametrize("name", list(TILED_KERNELS))
+def test_tiled_kernels_on_the_gpu(name):
+    """Many tiles, ragged edges on both axes, sizes divisible by 16 and not (Triton specialises on them)."""
+    module = parse(TILED_KERNELS[name])
+    compiled = compile_module(module, {"s0": 1024, "s1": 1024})
+    for s0, s1 in [(1, 1), (17, 33), (1000, 3000), (4096, 129), (2048, 2048)]:
+        inputs = random_inputs(module, {"s0": s0, "s1": s1}, seed=s0)
+        got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
+        assert_same_results(interpreter.run(module, inputs), got, **_tolerance(name))
+
+
+def test_static_tiled_kernel_on_the_gpu():
+    module = parse(tiled.STATIC_TRANSPOSE)
+    compiled = compile_module(module)
+    inputs = random_inputs(module, {}, seed=0)
+    assert_same_results(interpreter.run(module, inputs), [t.cpu() for t in compiled([t.cuda() for t in inputs])])
+
+
+@pytest.mark.parametrize("name", list(tiled.GRAPHS))
+def test_tiled_graphs_on_the_gpu(name):
+    reference = parse(tiled.GRAPHS[name])
+    compiled = compile_module(tiled._tiled_module(name), {"s0": 1024, "s1": 1024})
+    for s0, s1 in [(1, 7), (33, 65), (1024, 3000), (3000, 1024)]:
+        inputs = random_inputs(reference, {"s0": s0, "s1": s1}, seed=s1)
+        got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
+        assert_same_results(interpreter.run(reference, inputs), got)

@@ -57,14 +57,18 @@ def test_wrong_shape_dtype_and_count_give_one_clear_error():
         compiled([randn(3, 4), randn(3, 4)])
 
 
-def test_a_caller_that_guarantees_shapes_skips_the_checks_but_not_layout_or_alignment():
+def test_a_caller_that_guarantees_shapes_skips_those_checks_never_alignment():
     module = parse(NEG)
-    compiled = compile_module(module, {"s0": 3}, check_inputs=False)  # as the torch.compile backend does
-    assert "_bad_input(" not in compiled.source and "arg0.data_ptr() % 16" in compiled.source
-    flat = randn(13)
-    a = flat[1:].view(3, 4)  # 4 bytes past 16-byte alignment: copied, like a transposed input
-    torch.testing.assert_close(compiled([a])[0], -a)
-    torch.testing.assert_close(compiled([randn(4, 3).t()])[0], -randn(4, 3).t())
+    layout = compile_module(module, {"s0": 3}, input_checks="layout")  # as for AOTAutograd's backward graphs
+    assert "_bad_input(" not in layout.source and "arg0.stride() != (4, 1) or arg0.data_ptr() % 16" in layout.source
+    torch.testing.assert_close(layout([randn(4, 3).t()])[0], -randn(4, 3).t())
+    aligned = compile_module(module, {"s0": 3}, input_checks="alignment")  # Dynamo guards strides too
+    assert "stride()" not in aligned.source and "if arg0.data_ptr() % 16:" in aligned.source
+    for compiled in (layout, aligned):
+        a = randn(13)[1:].view(3, 4)  # 4 bytes past 16-byte alignment: copied
+        torch.testing.assert_close(compiled([a])[0], -a)
+    with pytest.raises(ValueError, match="input_checks must be one of all, layout, alignment"):
+        compile_module(module, {"s0": 3}, input_checks="none")
 
 
 def test_an_unbindable_symbol_is_a_compile_time_error():

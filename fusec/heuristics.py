@@ -2,8 +2,10 @@
 
 Called by generated launchers with the actual sizes of a call when a kernel's
 domain is symbolic (memoised, so a repeated size costs one dict lookup), or once
-at compile time when it is static.  Every answer is a power of two, so the set of
-Triton specialisations a dynamic kernel can need stays small.
+at compile time when it is static; the cost model (``fusec.cost_model``) reads the
+same rules for hinted sizes, so both agree on how many blocks a kernel launches.
+Every answer is a power of two, so the set of Triton specialisations a dynamic
+kernel can need stays small.
 
 Rules of thumb (Hopper, memory-bound kernels):
 * pointwise: 1024 elements a program, 4 warps (8 elements, two 16-byte vectors of
@@ -13,6 +15,10 @@ Rules of thumb (Hopper, memory-bound kernels):
   starve the SM of loads in flight); warps grow with the tile.
 * looped reduction, inner (r contiguous): RBLOCK up to ``max_rblock`` with few
   rows; outer (x contiguous): wide XBLOCK for coalescing, short RBLOCK.
+* tiled pointwise (a 2-D domain, e.g. a transpose): square-ish tiles up to 64x64,
+  4096 elements of fp32 (32 a thread, 4 warps) so that both a row-contiguous and a
+  column-contiguous access get 64 contiguous elements (256 bytes) a row of the tile;
+  a thin domain gives its unused side to the other one (up to 1024).
 """
 
 from __future__ import annotations
@@ -22,7 +28,11 @@ from typing import NamedTuple
 
 from fusec.shapes import next_power_of_2
 
-TILE_ELEMENTS = 4096  # elements a reduction program holds at once (persistent tile / looped block)
+MIN_PROGRAMS = 128  # about one program per SM of an H100 (132): fewer leave SMs idle
+TILE_ELEMENTS = 4096  # elements a program holds at once (persistent tile, looped block, tiled pointwise tile)
+PERSISTENT_THRESHOLD = 4096  # a reduction whose rnumel is provably at most this keeps whole rows (LoweringOptions)
+TILE_SIDE = 64  # the side of a square tile of a tiled pointwise kernel
+MAX_TILE_SIDE = 1024  # the long side of a tile over a thin domain
 
 
 class LaunchConfig(NamedTuple):
@@ -58,4 +68,15 @@ def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int
     rblock = _clamp(next_power_of_2(rnumel), 2, max_rblock)
     xblock = _clamp(2048 // rblock, 1, max(next_power_of_2(xnumel), 1))
     xblock = min(xblock, 8)
+    while xblock > 1 and -(-xnumel // xblock) < MIN_PROGRAMS:  # few long rows: a program a row, to fill the SMs
+        xblock //= 2
     return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 256), 2, 8))
+
+
+@functools.lru_cache(maxsize=1024)
+def tiled_config(xnumel: int, rnumel: int) -> LaunchConfig:
+    rblock = min(next_power_of_2(rnumel), TILE_SIDE)
+    xblock = min(next_power_of_2(xnumel), MAX_TILE_SIDE, TILE_ELEMENTS // rblock)
+    rblock = min(next_power_of_2(rnumel), MAX_TILE_SIDE, TILE_ELEMENTS // xblock)  # few rows: wider columns
+    return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 256), 1, 4))
+

@@ -1,0 +1,311 @@
+"""split-reductions: a reduction over few long rows becomes two kernels, so that it fills the GPU.
+
+In:  a graph after the fusion passes.  ``x.sum()`` over 1M elements is a kernel over
+     ``[1, 1048576]``: one Triton program loops over the whole row on one SM.
+Out: for a top-level reduction kernel over ``[xnumel, rnumel]`` whose rows are long
+     (``rnumel >= min-rnumel``) and few (``xnumel <= max-xnumel``), both proved from the
+     symbols' declared bounds, and with ``S = splits`` and ``C = ceil(rnumel / S)``:
+
+* kernel A ``<name>_split`` over ``[xnumel*S, C]``: its ``x`` is ``x*S + s`` and the
+  original ``r`` becomes ``s*C + r``; loads along r are masked where that is past
+  rnumel, and each ``reduce_r`` sees its identity there.  It stores one partial
+  reduction per (x, s) into a new ``[xnumel, S]`` buffer per reduction (fp16/bf16
+  partials in fp32).
+* kernel B ``<name>`` over ``[xnumel, S]``: loads the partials, combines them
+  (sum, prod, max, min, any, all combine with themselves), then runs the original
+  per-x epilogue and stores.
+
+The partial buffers are ordinary kernel results between A and B: the launcher
+allocates them like any other.  Only kernels of the form loads -> per-(x, r)
+prologue -> independent ``reduce_r`` -> per-x epilogue -> per-x stores are split;
+a kernel worth splitting by size but not of that form stays as it is, with a
+``split-declined`` remark whose message starts with the reason: ``argmax`` /
+``argmin`` (partial results would need their positions), ``per-element store``
+(a value per (x, r) is stored), ``dependent reductions`` (a reduction's input needs
+another reduction: softmax-like phases), ``unproven size`` (symbolic sizes whose
+bounds do not prove long and few rows).  Kernels provably too short or too many
+rows are left alone silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerType, ModuleOp, Signedness
+from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
+
+from fusec import remarks
+from fusec.dialects import fusec as F
+from fusec.passes.kernel_index import R, X, equal, substitute
+from fusec.passes.kernel_merge import BodyBuilder
+from fusec.remarks import describe
+from fusec.shapes import FloorDiv, print_expr
+
+PASS = "split-reductions"
+COMBINABLE = ("sum", "prod", "max", "min", "any", "all")  # partials combine with the same reduction
+
+
+# ---------------------------------------------------------------- sizes
+
+
+def size_range(e: sympy.Expr, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
+    """Interval arithmetic over the declared bounds: sound, not tight (an undeclared symbol is [1, inf])."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if e.is_Symbol:
+        return bounds.get(e.name, (1, math.inf))
+    args = [size_range(a, bounds) for a in e.args]
+    if isinstance(e, sympy.Add):
+        return sum(a[0] for a in args), sum(a[1] for a in args)
+    if isinstance(e, sympy.Mul):
+        lo, hi = args[0]
+        for alo, ahi in args[1:]:
+            products = [_times(p, q) for p in (lo, hi) for q in (alo, ahi)]
+            lo, hi = min(products), max(products)
+        return lo, hi
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0 and args[0][0] >= 0:
+        return args[0][0] ** int(e.exp), args[0][1] ** int(e.exp)
+    if isinstance(e, FloorDiv) and args[0][0] >= 0 and args[1][0] >= 1:
+        (alo, ahi), (blo, bhi) = args
+        return (0 if bhi == math.inf else alo // bhi), (math.inf if ahi == math.inf else ahi // blo)
+    if isinstance(e, sympy.Mod) and args[0][0] >= 0 and args[1][0] >= 1:
+        return 0, min(args[0][1], args[1][1] - 1)
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        pick = max if isinstance(e, sympy.Max) else min
+        return pick(a[0] for a in args), pick(a[1] for a in args)
+    return -math.inf, math.inf
+
+
+def _times(a: float, b: float) -> float:
+    return 0 if a == 0 or b == 0 else a * b  # a zero factor bounds the product at 0, even against inf
+
+
+def declared_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
+    graph = kernel.parent_op()
+    assert isinstance(graph, F.GraphOp)
+    return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in graph.declared_symbols.items()}
+
+
+# ---------------------------------------------------------------- the kernel's shape
+
+
+@dataclass
+class Shape:
+    """What each body value depends on: r (per element) and reductions (after a reduce_r)."""
+
+    per_r: set[SSAValue] = field(default_factory=set)
+    after: set[SSAValue] = field(default_factory=set)
+
+
+Decline = tuple[str, str]  # (reason, message): the remark reads "split-declined: <reason>: <message>"
+
+
+def kernel_shape(kernel: F.KernelOp) -> Shape | Decline:
+    """The dependences of the body, or why the kernel is not of the splittable form."""
+    shape = Shape()
+    for op in kernel.block.ops:
+        per_r = any(v in shape.per_r for v in op.operands)
+        after = any(v in shape.after for v in op.operands)
+        if isinstance(op, F.ReduceROp):
+            kind = op.kind.data
+            if kind not in COMBINABLE:
+                return kind, f"{describe(kernel)} reduces with {kind}; partial results would need their positions"
+            if after:
+                return "dependent reductions", (f"{describe(kernel)} reduces a value that needs another of its "
+                                                "reductions (softmax-like phases)")
+            shape.after.add(op.result)
+            continue
+        if isinstance(op, F.StoreOp):
+            if per_r or R in op.index.data.free_symbols:
+                return "per-element store", f"{describe(kernel)} stores a value per (x, r), not only per x"
+            continue
+        if isinstance(op, F.LoadOp):
+            per_r = per_r or R in op.index.data.free_symbols
+        if isinstance(op, F.SymbolicOp):
+            per_r = R in op.expr.data.free_symbols
+        if per_r:
+            shape.per_r.update(op.results)
+        if after:
+            shape.after.update(op.results)
+    return shape
+
+
+# ---------------------------------------------------------------- building A and B
+
+
+def partial_type(t: Attribute) -> Attribute:
+    """Partials of fp16/bf16 are kept in fp32: S roundings would cost precision."""
+    return F.F32 if t in (F.F16, F.BF16) else t
+
+
+def identity(kind: str, t: Attribute) -> float | int | bool:
+    """The value that leaves ``kind`` unchanged, in element type ``t``."""
+    if kind in ("sum", "any"):
+        return False if t == F.BOOL else 0.0 if F.is_float(t) else 0
+    if kind in ("prod", "all"):
+        return True if t == F.BOOL else 1.0 if F.is_float(t) else 1
+    if t == F.BOOL:
+        return kind == "min"
+    if F.is_float(t):
+        return -math.inf if kind == "max" else math.inf
+    assert isinstance(t, IntegerType)
+    width, unsigned = t.width.data, t.signedness.data == Signedness.UNSIGNED
+    lo, hi = (0, 2**width - 1) if unsigned else (-(2 ** (width - 1)), 2 ** (width - 1) - 1)
+    return lo if kind == "max" else hi
+
+
+def finish(bb: BodyBuilder, name: str) -> F.KernelOp:
+    """The kernel ``bb`` built, CSE'd, with dead ops and unread input buffers removed."""
+    outs = [bb.block.insert_arg(t, len(bb.block.args)) for t, _ in bb.outputs]
+    bb.block.add_ops(F.StoreOp(v, outs[j], index, mask) for v, j, index, mask in bb.stores)
+    region = Region(bb.block)
+    cse(region)
+    region_dce(region)
+    for i in reversed(range(len(bb.inputs))):
+        if not bb.block.args[i].uses:
+            bb.block.erase_arg(bb.block.args[i])
+            del bb.inputs[i]
+    return F.KernelOp(name, bb.domain, bb.inputs, [t for t, _ in bb.outputs], region)
+
+
+def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp:
+    """Kernel A: the prologue and each reduction over one S-th of every row; a [xnumel, S] buffer per reduction."""
+    xnumel, rnumel = kernel.domain_exprs
+    chunk = FloorDiv(rnumel + splits - 1, splits)
+    bb = BodyBuilder([xnumel * splits, chunk])
+    bb.map_inputs(kernel)
+    mapping = {X: FloorDiv(X, splits), R: sympy.Mod(X, splits) * chunk + R}
+    valid = None
+    if not equal(chunk * splits, rnumel):  # the last chunk of a row runs past its end
+        position = bb.add(F.SymbolicOp(substitute(R, mapping, bb.domain), F.I64))
+        valid = bb.add(F.PointwiseOp("lt", [position, bb.add(F.SymbolicOp(rnumel, F.I64))], F.BOOL))
+    vm: dict[SSAValue, SSAValue] = {}
+    masked: set[SSAValue] = set()
+    for op in kernel.block.ops:
+        if isinstance(op, F.StoreOp) or (op.results[0] in shape.after and not isinstance(op, F.ReduceROp)):
+            continue  # the epilogue: kernel B's
+        if isinstance(op, F.ReduceROp):
+            kind, t = op.kind.data, partial_type(op.input.type)
+            value = vm[op.input]
+            padded_with_zero = value in masked and kind in ("sum", "any")  # a masked load gives 0 there
+            if t != op.input.type:
+                value = bb.add(F.PointwiseOp("convert", [value], t))
+            if valid is not None and not padded_with_zero:
+                value = bb.add(F.PointwiseOp("where", [valid, value, bb.add(F.ConstantOp(identity(kind, t), t))], t))
+            result_type = F.BOOL if kind in ("any", "all") else t
+            out = bb.output(F.TensorType([xnumel, splits], result_type))
+            bb.store(bb.add(F.ReduceROp(kind, value, result_type)), out, X)  # partial (x, s) at x*S + s: A's x
+            continue
+        along_r = isinstance(op, F.LoadOp) and op.result in shape.per_r
+        bb.clone(op, vm, mapping, valid if along_r else None)
+        if along_r and valid is not None:
+            masked.add(vm[op.result])
+    return finish(bb, f"{kernel.sym_name.data}_split")
+
+
+def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: F.KernelOp, splits: int) -> F.KernelOp:
+    """Kernel B: each reduction combines its S partials, then the original per-x epilogue and stores."""
+    xnumel, _ = kernel.domain_exprs
+    bb = BodyBuilder([xnumel, splits])
+    bb.map_inputs(kernel)
+    outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs)}
+    parts = iter(partials.outputs)
+    vm: dict[SSAValue, SSAValue] = {}
+    for op in kernel.block.ops:
+        if isinstance(op, F.ReduceROp):
+            buffer = bb.buffer(next(parts))
+            loaded = bb.add(F.LoadOp(buffer, splits * X + R))
+            value = bb.add(F.ReduceROp(op.kind.data, loaded, loaded.type))
+            if value.type != op.result.type:
+                value = bb.add(F.PointwiseOp("convert", [value], op.result.type))
+            vm[op.result] = value
+        elif isinstance(op, F.StoreOp):
+            bb.store(vm[op.value], outputs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
+        elif not any(r in shape.per_r for r in op.results):
+            bb.clone(op, vm, {})
+    return finish(bb, kernel.sym_name.data)
+
+
+# ---------------------------------------------------------------- the rewrite
+
+
+@dataclass
+class SplitReduction(RewritePattern):
+    """Splits one top-level reduction kernel in two when its rows are provably long and few."""
+
+    options: SplitReductions
+    # Kernels already decided, and those this pass wrote: the walker may revisit a kernel whose
+    # operands changed, and neither a second remark nor a split of a split is wanted.
+    decided: set[F.KernelOp] = field(default_factory=set)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: F.KernelOp, rewriter: PatternRewriter, /) -> None:
+        if op in self.decided or not isinstance(op.parent_op(), F.GraphOp) or not op.is_reduction or op.is_tiled:
+            return
+        if not any(isinstance(o, F.ReduceROp) for o in op.block.ops):
+            return
+        self.decided.add(op)
+        why = self.size_problem(op)
+        if why == "":
+            return  # provably not worth it: too short or too many rows
+        shape = kernel_shape(op) if why is None else why
+        if isinstance(shape, tuple):
+            reason, message = shape
+            remarks.emit(PASS, "split-declined", f"{reason}: {message}", op, reason=reason)
+            return
+        partials = partials_kernel(op, shape, self.options.splits)
+        combined = combine_kernel(op, shape, partials, self.options.splits)
+        self.decided |= {partials, combined}
+        (x, r), (px, pr) = op.domain_exprs, partials.domain_exprs
+        remarks.emit(PASS, "split", f"[{print_expr(x)}, {print_expr(r)}] -> [{print_expr(px)}, {print_expr(pr)}] "
+                     f"partial rows, then [{print_expr(x)}, {self.options.splits}] combined", partials, combined,
+                     splits=self.options.splits)
+        rewriter.replace(op, [partials, combined], list(combined.outputs))
+
+    def size_problem(self, op: F.KernelOp) -> Decline | str | None:
+        """None when the rows are provably long and few, "" when provably not, else why it is unproven."""
+        o = self.options
+        bounds = declared_bounds(op)
+        xnumel, rnumel = op.domain_exprs
+        (xlo, xhi), (rlo, rhi) = size_range(xnumel, bounds), size_range(rnumel, bounds)
+        if rhi < o.min_rnumel or xlo > o.max_xnumel:
+            return ""
+        if rlo < o.min_rnumel:
+            return "unproven size", (f"{describe(op)} has rnumel {print_expr(rnumel)}, as small as {rlo} by the "
+                                     f"symbols' bounds: not provably >= min-rnumel={o.min_rnumel}")
+        if xhi > o.max_xnumel:
+            return "unproven size", (f"{describe(op)} has xnumel {print_expr(xnumel)}, as large as {xhi} by the "
+                                     f"symbols' bounds: not provably <= max-xnumel={o.max_xnumel}")
+        return None
+
+
+@dataclass(frozen=True)
+class SplitReductions(ModulePass):
+    """Splits reductions over few long rows into partial reductions and a combining kernel.
+
+    Options: min-rnumel (rows at least this long are split), max-xnumel (only kernels
+    with at most this many rows), splits (S, a power of two: the chunks each row is cut into).
+    """
+
+    name = "split-reductions"
+
+    min_rnumel: int = 4096
+    max_xnumel: int = 64
+    splits: int = 128
+
+    def __post_init__(self) -> None:
+        if self.splits < 2 or self.splits & (self.splits - 1):
+            raise ValueError(f"splits must be a power of two of at least 2, got {self.splits}")
+        if self.min_rnumel < 1 or self.max_xnumel < 1:
+            raise ValueError("min-rnumel and max-xnumel must be positive")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(SplitReduction(self), apply_recursively=False).rewrite_module(op)

@@ -1,0 +1,248 @@
+"""split-reductions: few long rows -> partial reductions + a combining kernel; same results, one Triton run."""
+
+import pytest
+import torch
+
+from fusec import interpreter, remarks
+from fusec.dialects import fusec as F
+from fusec.passes.form_kernels import FormKernels
+from fusec.passes.reduction_fusion import ReductionFusion
+from fusec.passes.split_reductions import SplitReductions, size_range
+from fusec.passes.vertical_fusion import VerticalFusion
+from fusec.registry import PASSES
+from fusec.runtime import compile_module
+from fusec.shapes import parse_expr, print_expr
+from fusec.testing import apply_passes, assert_same_results, graph_text, kernels, parse, print_ir, random_inputs, tensor_type
+
+TOL = dict(atol=1e-4, rtol=1e-4)  # the split sums in another order
+
+
+def fused(text: str):
+    """The graph after the fusion passes: what split-reductions sees in the default pipeline."""
+    module = parse(text)
+    apply_passes(module, FormKernels(), VerticalFusion(), ReductionFusion())
+    return module
+
+
+def split(text: str, sizes: list[dict[str, int]], inputs=None, tol=TOL, **options):
+    """Split the fused graph; the printed result parses back and gives the fused graph's results on
+    random inputs for each binding in ``sizes`` (or on ``inputs``).  Returns (module, remarks)."""
+    before = fused(text)
+    after = parse(print_ir(before))
+    with remarks.collect() as log:
+        apply_passes(after, SplitReductions(**options))
+    after = parse(print_ir(after))
+    for i, env in enumerate(sizes):
+        args = inputs(env) if inputs else random_inputs(before, env, seed=10 + i)
+        assert_same_results(interpreter.run(before, args), interpreter.run(after, args), **tol)
+    return after, [r for r in log.remarks if r.pass_name == "split-reductions"]
+
+
+def domains(module) -> list[list[str]]:
+    return [[print_expr(d) for d in k.domain_exprs] for k in kernels(module)]
+
+
+def reduce_graph(kind: str, shape: str, prologue: str = "", dtype: str = "f32", symbols: str = "") -> str:
+    """``kind`` over the last dim of %a (after an optional pointwise prologue ``fn`` of %a)."""
+    rows, _, cols = shape.rpartition(", ")
+    t = tensor_type(shape, dtype)
+    out_dtype = "i64" if kind in ("argmax", "argmin") else "i1" if kind in ("any", "all") else dtype
+    v = tensor_type(rows, out_dtype)
+    dim = len(shape.split(", ")) - 1
+    body = ""
+    src = "%a"
+    if prologue:
+        body += f'    %p = fusec.pointwise "{prologue}" %a : ({t}) -> {t}\n'
+        src = "%p"
+    body += f'    %s = fusec.reduce "{kind}" {src} dims [{dim}] : {t} -> {v}\n    fusec.output %s : {v}'
+    sym = f" symbols({symbols})" if symbols else ""
+    return f"builtin.module {{\n  fusec.graph @g(%a : {t}) -> ({v}){sym} {{\n{body}\n  }}\n}}"
+
+
+# ---------------------------------------------------------------- what is split, and the results
+
+
+@pytest.mark.parametrize("n", [5000, 4099])
+def test_full_sum_is_two_kernels(n):
+    module, notes = split(reduce_graph("sum", f"{n}"), [{}])
+    assert domains(module) == [["128", str(-(-n // 128))], ["1", "128"]]
+    a, b = kernels(module)
+    assert a.sym_name.data == b.sym_name.data + "_split"
+    assert b.inputs[0] is a.outputs[0] and a.outputs[0].type == F.TensorType([1, 128], F.F32)
+    (note,) = notes  # the boundary it made, explained
+    assert (note.code, note.subjects) == ("split", (f"@{a.sym_name.data}", f"@{b.sym_name.data}"))
+    assert note.message == f"[1, {n}] -> [128, {-(-n // 128)}] partial rows, then [1, 128] combined"
+
+
+def test_divisible_row_needs_no_mask():
+    module, _ = split(reduce_graph("sum", "2, 8192"), [{}])
+    a, _ = kernels(module)
+    assert all(op.mask is None for op in a.block.ops if isinstance(op, F.LoadOp))
+    assert not any(isinstance(op, F.SymbolicOp) for op in a.block.ops)
+
+
+def test_mean_keeps_its_epilogue_after_the_combine():
+    t, v, c = tensor_type("3, 4099"), tensor_type("3"), tensor_type("")
+    module, _ = split(graph_text(f"%a : {t}", v, f"""
+    %s = fusec.reduce "sum" %a dims [1] : {t} -> {v}
+    %n = fusec.constant 4099.0 : {c}
+    %m = fusec.pointwise "div" %s, %n : ({v}, {c}) -> {v}
+    fusec.output %m : {v}""", symbolic=False), [{}])
+    a, b = kernels(module)
+    assert not any(isinstance(op, F.PointwiseOp) and op.fn.data == "div" for op in a.block.ops)
+    assert any(isinstance(op, F.PointwiseOp) and op.fn.data == "div" for op in b.block.ops)
+
+
+def test_fp16_partials_are_fp32():
+    module, _ = split(reduce_graph("sum", "2, 5000", dtype="f16"), [{}], tol=dict(atol=2e-2, rtol=2e-3))
+    a, b = kernels(module)
+    assert a.outputs[0].type.element_type == F.F32 and b.outputs[0].type.element_type == F.F16
+
+
+def signed_rows(env):
+    """Rows of one sign, so that a padded 0 would win a max or min, or turn an all false; the last two
+    rows' only extreme sits in their last, partial chunk."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(4, 5000, generator=gen) + 0.5
+    x[1], x[3] = -x[1], -x[3]
+    x[2, 4998], x[3, 4999] = 9.0, 0.7
+    return [x]
+
+
+@pytest.mark.parametrize("kind,prologue", [("max", "neg"), ("min", "abs"), ("max", "abs"), ("min", "neg"),
+                                           ("prod", "sigmoid"), ("any", "relu"), ("all", "relu"), ("sum", "exp")])
+def test_every_combinable_reduction_matches(kind, prologue):
+    module, notes = split(reduce_graph(kind, "4, 5000", prologue), [{}], inputs=signed_rows)
+    assert len(kernels(module)) == 2 and [n.code for n in notes] == ["split"]
+    (combine,) = [op for op in kernels(module)[1].block.ops if isinstance(op, F.ReduceROp)]
+    assert combine.kind.data == kind
+
+
+def test_integer_max_pads_with_the_lowest_integer():
+    module, _ = split(reduce_graph("max", "2, 5000", "neg", dtype="i32"), [{}])
+    a, _ = kernels(module)
+    assert any(isinstance(op, F.ConstantOp) and op.value.data == -2**31 for op in a.block.ops)
+
+
+@pytest.mark.parametrize("rows", ["1", "s1"])
+def test_symbolic_row_proved_long_by_its_bound(rows):
+    shape = "s0" if rows == "1" else "s1, s0"
+    symbols = "s0 in [4096, inf]" + ("" if rows == "1" else ", s1 in [1, 8]")
+    sizes = [{"s0": n, "s1": m} for n, m in [(4099, 3), (5000, 1), (8192, 8), (4096, 5)]]
+    module, notes = split(reduce_graph("sum", shape, "exp", symbols=symbols), sizes)
+    notes = [n for n in notes if n.code != "split"]
+    assert domains(module)[0][1] == "floordiv(s0 + 127, 128)"
+    assert not notes
+
+
+def test_two_reductions_per_x_loads_and_an_epilogue():
+    """var = E[x^2] - E[x]^2 (siblings), scaled per row before (prologue) and shifted per row after (epilogue)."""
+    t, v, k, c = tensor_type("2, s0"), tensor_type("2"), tensor_type("2, 1"), tensor_type("")
+    text = graph_text(f"%a : {t}, %w : {k}, %b : {v}", v, f"""
+    %x = fusec.pointwise "mul" %a, %w : ({t}, {k}) -> {t}
+    %s = fusec.reduce "sum" %x dims [1] : {t} -> {v}
+    %sq = fusec.pointwise "mul" %x, %x : ({t}, {t}) -> {t}
+    %ss = fusec.reduce "sum" %sq dims [1] : {t} -> {v}
+    %m2 = fusec.pointwise "mul" %s, %s : ({v}, {v}) -> {v}
+    %d = fusec.pointwise "sub" %ss, %m2 : ({v}, {v}) -> {v}
+    %y = fusec.pointwise "add" %d, %b : ({v}, {v}) -> {v}
+    fusec.output %y : {v}""").replace("s0 in [1, inf]", "s0 in [4096, 65536]")
+    module, _ = split(text, [{"s0": 4099}, {"s0": 6000}], tol=dict(atol=1e-2, rtol=1e-4))
+    a, b = kernels(module)
+    assert len(a.outputs) == 2 and len(b.inputs) == 3  # two partial buffers and the epilogue's bias
+
+
+def test_options_choose_split_count_and_thresholds():
+    module, _ = split(reduce_graph("sum", "2, 5000"), [{}], splits=8)
+    assert domains(module) == [["16", "625"], ["2", "8"]]
+    module, notes = split(reduce_graph("sum", "2, 5000"), [{}], min_rnumel=8192)
+    assert len(kernels(module)) == 1 and not notes
+    module, notes = split(reduce_graph("sum", "2, 5000"), [{}], max_xnumel=1)
+    assert len(kernels(module)) == 1 and not notes
+
+
+def test_split_count_must_be_a_power_of_two():
+    with pytest.raises(ValueError, match="power of two"):
+        SplitReductions(splits=100)
+
+
+def test_registered():
+    assert PASSES["split-reductions"]() is SplitReductions
+
+
+# ---------------------------------------------------------------- declined
+
+
+def declined(text: str, sizes=({},)) -> str:
+    module, notes = split(text, list(sizes))
+    assert len(kernels(module)) == 1
+    (note,) = notes
+    assert note.code == "split-declined"
+    return note.message
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_reductions_are_declined(kind):
+    assert declined(reduce_graph(kind, "2, 8192")).startswith(f"{kind}: @")
+
+
+def test_softmax_is_declined_for_its_dependent_reductions():
+    t, k = tensor_type("2, 8192"), tensor_type("2, 1")
+    message = declined(graph_text(f"%x : {t}", k, f"""
+    %m = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
+    %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
+    %e = fusec.pointwise "exp" %d : ({t}) -> {t}
+    %s = fusec.reduce "sum" %e dims [1] keepdim : {t} -> {k}
+    %l = fusec.pointwise "log" %s : ({k}) -> {k}
+    fusec.output %l : {k}""", symbolic=False))
+    assert message.startswith("dependent reductions: ")
+
+
+def test_per_element_store_is_declined():
+    t, k = tensor_type("2, 8192"), tensor_type("2, 1")
+    message = declined(graph_text(f"%x : {t}", t, f"""
+    %s = fusec.reduce "sum" %x dims [1] keepdim : {t} -> {k}
+    %y = fusec.pointwise "sub" %x, %s : ({t}, {k}) -> {t}
+    fusec.output %y : {t}""", symbolic=False))
+    assert message.startswith("per-element store: ")
+
+
+@pytest.mark.parametrize("shape,symbols,what", [("s0", "s0 in [2, inf]", "rnumel s0, as small as 2"),
+                                                ("s0, 8192", "s0 in [1, inf]", "xnumel s0, as large as inf")])
+def test_unproven_symbolic_sizes_are_declined(shape, symbols, what):
+    message = declined(reduce_graph("sum", shape, symbols=symbols), [{"s0": 3}, {"s0": 5}])
+    assert message.startswith("unproven size: ") and what in message
+
+
+def test_provably_small_kernels_are_left_silently():
+    for text in [reduce_graph("sum", "128, 8192"), reduce_graph("argmax", "s0, 512", symbols="s0 in [1, inf]"),
+                 reduce_graph("sum", "2, s0", symbols="s0 in [1, 4095]")]:
+        module, notes = split(text, [{"s0": 7}])
+        assert len(kernels(module)) == 1 and not notes
+
+
+def test_size_range_uses_declared_bounds():
+    bounds = {"s0": (4096, float("inf")), "s1": (2, 8)}
+    assert size_range(parse_expr("s0*s1"), bounds) == (8192, float("inf"))
+    assert size_range(parse_expr("floordiv(s0 + 127, 128)"), bounds) == (32, float("inf"))
+    assert size_range(parse_expr("s1 - 1"), bounds) == (1, 7)
+    assert size_range(parse_expr("3*s1"), bounds) == (6, 24)
+
+
+# ---------------------------------------------------------------- Triton, under its interpreter
+
+
+def test_split_graph_runs_through_triton():
+    """A mean over rows of s0, S=8: the launcher allocates the partials like any kernel output."""
+    t, v, c = tensor_type("2, s0"), tensor_type("2"), tensor_type("")
+    text = graph_text(f"%a : {t}", v, f"""
+    %s = fusec.reduce "sum" %a dims [1] : {t} -> {v}
+    %n = fusec.constant 3.0 : {c}
+    %m = fusec.pointwise "div" %s, %n : ({v}, {c}) -> {v}
+    fusec.output %m : {v}""").replace("s0 in [1, inf]", "s0 in [4096, 8192]")
+    module, _ = split(text, [{"s0": 5000}], splits=8)
+    compiled = compile_module(module, {"s0": 5000})
+    assert [k.name for k in compiled.kernels] == ["fusec_per_sum_div_1_split", "fusec_per_sum_div_1"]
+    for n in (5000, 4099):
+        (a,) = random_inputs(module, {"s0": n}, seed=n)
+        assert_same_results([a.sum(1) / 3], compiled([a]), **TOL)

@@ -1,0 +1,23 @@
+"""The benchmark tool: refuses to run without a GPU; its programs are plain PyTorch functions."""
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from fusec.tools.benchmark import PROGRAMS, main
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without a GPU")
+def test_without_a_gpu_the_benchmark_says_so_and_fails():
+    result = CliRunner().invoke(main, ["--programs", "seed"])
+    assert result.exit_code == 1
+    assert "fusec benchmark: error: needs a CUDA GPU" in result.output
+
+
+def test_program_names_are_unique_and_each_returns_tensors():
+    assert len({p.name for p in PROGRAMS}) == len(PROGRAMS)
+    for p in PROGRAMS:
+        if p.name in ("swiglu", "transpose_add", "bias_rows_cols", "full_sum", "mean_of_rows"):
+            continue  # large matrices: eager on CPU would only slow the suite
+        out = p.fn(*p.make_inputs(torch.float32, "cpu"))
+        assert all(isinstance(t, torch.Tensor) and t.isfinite().all() for t in (out if isinstance(out, tuple) else (out,)))
