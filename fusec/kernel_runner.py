@@ -9,7 +9,8 @@ come from heuristics, its buffers come from ``torch.empty_strided`` (aligned),
 its inputs were made aligned by the launcher's prologue, and static sizes are
 literals.  ``KernelRunner`` keys its compiled kernels only on what can still
 vary at a launch site — the warps, the alignment of pointers of unknown origin
-(``checked``), and the Triton classes of runtime ints (``ints``) — and on a miss
+(``checked``), the Triton classes of runtime ints (``ints``) and the values of
+constexprs chosen per call (``chosen``: block sizes of a symbolic domain) — and on a miss
 goes through ``kernel[grid]`` once, which compiles (or finds) the kernel Triton
 would have used for exactly these arguments, and launches it.  Later launches
 call the compiled kernel's own launcher, the way Triton's ``run`` ends.
@@ -37,27 +38,30 @@ class KernelRunner:
     ``args`` are every parameter of the kernel in signature order, constexprs
     included (positionally).  ``checked``: positions of pointers whose 16-byte
     alignment is not known when the launcher is generated; ``ints``: positions of
-    int arguments that are not literals.
+    int arguments that are not literals; ``chosen``: positions of constexprs that
+    are not literals.
     """
 
-    __slots__ = ("kernel", "interpret", "checked", "ints", "compiled")
+    __slots__ = ("kernel", "interpret", "checked", "ints", "chosen", "compiled")
 
-    def __init__(self, kernel, interpret: bool, checked: Sequence[int] = (), ints: Sequence[int] = ()):
+    def __init__(self, kernel, interpret: bool, checked: Sequence[int] = (), ints: Sequence[int] = (),
+                 chosen: Sequence[int] = ()):
         self.kernel = kernel
         self.interpret = interpret
         self.checked = tuple(checked)
         self.ints = tuple(ints)
+        self.chosen = tuple(chosen)
         self.compiled: dict[tuple, tuple] = {}
 
     def key(self, num_warps: int, args: tuple) -> tuple:
         return (num_warps, *[args[i].data_ptr() % 16 == 0 for i in self.checked],
-                *[int_class(args[i]) for i in self.ints])
+                *[int_class(args[i]) for i in self.ints], *[args[i] for i in self.chosen])
 
     def launch(self, grid: int, num_warps: int, *args) -> None:
         if self.interpret:
             self.kernel[(grid,)](*args, num_warps=num_warps)
             return
-        key = self.key(num_warps, args) if self.checked or self.ints else num_warps
+        key = self.key(num_warps, args) if self.checked or self.ints or self.chosen else num_warps
         entry = self.compiled.get(key)
         if entry is None or _hooked():
             # Triton binds, specialises, compiles if needed and launches; keep what it chose.

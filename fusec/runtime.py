@@ -189,9 +189,9 @@ class CompiledGraph:
 
         namespace = runtime_globals()
         namespace["_default_device"] = self.default_device
-        keys = {name: (checked, ints) for name, checked, ints in self.launcher.launch_keys}
+        keys = {name: positions for name, *positions in self.launcher.launch_keys}
         for k in self.launcher.kernels:
-            namespace[k.name] = KernelRunner(load_kernel(k, interpret), interpret, *keys.get(k.name, ((), ())))
+            namespace[k.name] = KernelRunner(load_kernel(k, interpret), interpret, *keys.get(k.name, ()))
         for name, target in self.launcher.externs:
             namespace[name] = resolve_target(target)
         filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"

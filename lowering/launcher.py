@@ -45,7 +45,8 @@ class Launcher:
     kernels: tuple[TritonKernel, ...]
     externs: tuple[tuple[str, str], ...]
     # kernel name -> (positions of pointers whose alignment is checked per launch, positions of runtime ints)
-    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...] = ()
+    # kernel name -> positions of (pointers whose alignment varies, runtime ints, constexprs chosen per call)
+    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
 
 
 def runtime_globals() -> dict[str, object]:
@@ -135,7 +136,7 @@ class _LauncherWriter:
         self.externs: dict[str, str] = {}
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
-        self.sites: dict[str, tuple[set[int], set[int]]] = {}  # kernel -> (checked pointers, runtime ints)
+        self.sites: dict[str, tuple[set[int], ...]] = {}  # kernel -> (checked pointers, runtime ints, constexprs)
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
 
     def py(self, e: sympy.Expr) -> str:
@@ -172,6 +173,7 @@ class _LauncherWriter:
                 last_use[v] = i
         for i, arg in enumerate(self.graph.block.args):
             self.names[arg] = f"arg{i}"
+            self.aligned.add(f"arg{i}")  # the prologue makes every input 16-byte aligned
         for i, op in enumerate(ops):
             if isinstance(op, F.OutputOp):
                 body.append(f"return [{', '.join(self.names[v] for v in op.values)}]")
@@ -185,7 +187,7 @@ class _LauncherWriter:
         prologue = self.prologue()
         lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
         source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
-        keys = tuple((k, tuple(sorted(c)), tuple(sorted(i))) for k, (c, i) in self.sites.items())
+        keys = tuple((k, *(tuple(sorted(p)) for p in positions)) for k, positions in self.sites.items())
         return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys)
 
     def op_lines(self, op: Operation) -> list[str]:
@@ -246,19 +248,26 @@ class _LauncherWriter:
 
         Pointers from ``_empty`` and the (aligned) inputs need no alignment check;
         a view or an extern's result might start anywhere.  Literal ints never vary,
-        and ints holding the same size expression are keyed once.
+        and ints holding the same size expression are keyed once.  Constexprs chosen
+        per call (block sizes of a symbolic domain) are keyed by value: each is a
+        different compiled kernel.
         ``constexprs``: (parameter, value); literal values are named in a comment.
         """
         checked = {i for i, a in enumerate(args[:num_pointers]) if a not in self.aligned}
         ints, seen = set(), set()
         for i, a in enumerate(args[num_pointers:], num_pointers):
             value = self.int_values.get(a, a)
-            if not a.isdigit() and value not in seen:
+            if not value.isdigit() and value not in seen:
                 ints.add(i)
                 seen.add(value)
-        old_checked, old_ints = self.sites.get(kernel, (set(), set()))
-        self.sites[kernel] = (old_checked | checked, old_ints | ints)
         values = [v for _, v in constexprs]
+        chosen, seen = set(), set()
+        for i, v in enumerate(values, len(args)):
+            if not v.isdigit() and v not in seen:
+                chosen.add(i)
+                seen.add(v)
+        old = self.sites.get(kernel, (set(), set(), set()))
+        self.sites[kernel] = (old[0] | checked, old[1] | ints, old[2] | chosen)
         line = f"{kernel}.launch({grid}, {warps}, {', '.join(args + values)})"
         if all(v.isdigit() for v in values):
             line += f"  # grid {grid}, num_warps {warps}, {', '.join(f'{n}={v}' for n, v in constexprs)}"

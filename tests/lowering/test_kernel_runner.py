@@ -7,6 +7,7 @@ from test_runtime import _source
 
 from fusec import runtime
 from fusec.kernel_runner import KernelRunner, int_class
+from fusec.testing import parse
 
 
 def test_int_classes_are_the_properties_triton_specialises_on():
@@ -58,3 +59,48 @@ def test_on_the_gpu_each_key_holds_the_kernel_triton_picks(n, offset):
     (function,) = [entry[1] for entry in runner.compiled.values()]
     assert module.double[(1,)](a, out, n, 128, num_warps=4).function == function
     assert runner.key(4, (a, out, n, 128)) == (4, offset == 0, int_class(n))
+
+
+class _FakeCompiled:
+    def __init__(self, log, config):
+        self.log, self.config = log, config
+        self.function, self.packed_metadata = f"function{config}", None
+
+    def run(self, *launch):
+        self.log.append(("run", self.config))
+
+
+class _FakeJit:
+    """Stands for a @triton.jit function: compiles per (constexprs, warps), records what launched."""
+
+    def __init__(self):
+        self.log, self.compiled = [], {}
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps):
+            config = (args[-1], num_warps)
+            self.log.append(("jit", config))
+            return self.compiled.setdefault(config, _FakeCompiled(self.log, config))
+        return launch
+
+
+def test_constexprs_chosen_per_call_are_part_of_the_key(monkeypatch):
+    monkeypatch.setattr("fusec.kernel_runner._driver_calls", (lambda: 0, lambda device: 0))
+    jit = _FakeJit()
+    runner = KernelRunner(jit, interpret=False, ints=[1], chosen=[2])  # (pointer, n, XBLOCK)
+    a = _Pointer(16)
+    for n, xblock in [(1000, 64), (1000, 64), (17, 32), (1000, 64), (3000, 64)]:
+        runner.launch(1, 4, a, n, xblock)
+    # a new block size is a new kernel even with the same warps and int classes (17 and 3000 class alike)
+    assert jit.log == [("jit", (64, 4)), ("run", (64, 4)), ("jit", (32, 4)), ("run", (64, 4)), ("run", (64, 4))]
+
+
+def test_the_launcher_keys_block_sizes_of_a_symbolic_domain():
+    from kernel_cases import ROW_SUM_TEXT
+
+    compiled = runtime.compile_module(parse(ROW_SUM_TEXT), {"s0": 8})
+    ((name, checked, ints, chosen),) = compiled.launcher.launch_keys
+    launch = next(line.strip() for line in compiled.source.splitlines() if ".launch(" in line)
+    assert launch.endswith("(xnumel + XBLOCK - 1) // XBLOCK, num_warps, arg0, buf0, xnumel, rnumel, XBLOCK, RBLOCK)")
+    # arg0 is aligned by the prologue, buf0 by allocation; xnumel varies, rnumel = 37 is fixed
+    assert (checked, chosen) == ((), (4, 5)) and ints == (2,)
