@@ -111,7 +111,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
-from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, Pure, SymbolOpInterface
+from xdsl.traits import HasCanonicalizationPatternsTrait, IsolatedFromAbove, IsTerminator, NoTerminator, Pure, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
@@ -511,6 +511,14 @@ def _check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sy
         raise VerifyException(f"{op.name}: {what}: expected shape [{', '.join(map(print_expr, want))}], got [{', '.join(map(print_expr, got))}]")
 
 
+class PointwiseCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls):
+        from fusec.dialects.canonicalization import PowByConstant  # the patterns build ops of this module
+
+        return (PowByConstant(),)
+
+
 @irdl_op_definition
 class PointwiseOp(IRDLOperation):
     """An elementwise function: on tensors (with broadcasting) in graphs, on element values in kernels."""
@@ -519,7 +527,7 @@ class PointwiseOp(IRDLOperation):
     fn = prop_def(StringAttr)
     inputs = var_operand_def()
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), PointwiseCanonicalization())
     assembly_format = "$fn $inputs attr-dict `:` functional-type($inputs, $result)"
 
     def __init__(self, fn: str, inputs: Sequence[SSAValue], result_type: Attribute):
