@@ -101,6 +101,17 @@ def _epilogue(bias, product, beta, alpha):
     return product + (bias if beta == 1 else bias * beta)
 
 
+def _pow_scalar(x, exponent):
+    """x ** 2 -> x * x and x ** -1 -> reciprocal(x) for floats (the same bits, no libdevice pow per element:
+    RMSNorm's ``x.pow(2)``); any other exponent stays pow."""
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and not isinstance(exponent, bool):
+        if exponent == 2:
+            return x * x
+        if exponent == -1:
+            return torch.reciprocal(x)
+    return NotImplemented
+
+
 def _moments(x, dim, correction, keepdim):
     """(variance, mean) in aten ops: mean, (x - mean)^2, sum, divide by max(n - correction, 0).
 
@@ -163,7 +174,8 @@ def _variance_overloads() -> dict[str, Callable]:
     return table
 
 
-FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, **_variance_overloads()}
+FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, "pow.Tensor_Scalar": _pow_scalar,
+                                   **_variance_overloads()}
 
 
 def _packets(names: Iterable[str]) -> list:

@@ -29,6 +29,7 @@ from typing import NamedTuple
 from fusec.shapes import next_power_of_2
 
 MIN_PROGRAMS = 128  # about one program per SM of an H100 (132): fewer leave SMs idle
+PERSISTENT_TILE = 2048  # elements a persistent reduction program holds (bench/persistent_sweep.py, H100, 2026-11-21)
 TILE_ELEMENTS = 4096  # elements a program holds at once (persistent tile, looped block, tiled pointwise tile)
 PERSISTENT_THRESHOLD = 4096  # a reduction whose rnumel is provably at most this keeps whole rows (LoweringOptions)
 TILE_SIDE = 64  # the side of a square tile of a tiled pointwise kernel
@@ -54,7 +55,7 @@ def pointwise_config(xnumel: int) -> LaunchConfig:
 @functools.lru_cache(maxsize=1024)
 def persistent_config(xnumel: int, rnumel: int, outer: bool = False) -> LaunchConfig:
     rblock = max(next_power_of_2(rnumel), 2)
-    xblock = _clamp(TILE_ELEMENTS // rblock, 1, 64 if outer else 32)
+    xblock = _clamp(PERSISTENT_TILE // rblock, 1, 64 if outer else 32)
     xblock = min(xblock, max(next_power_of_2(xnumel), 1))
     return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 512), 1, 8))
 

@@ -102,3 +102,13 @@ def test_variance_decomposition_matches_torch(correction, keepdim, dims):
     want_var, want_mean = torch.var_mean(x, dims, correction=correction, keepdim=keepdim)
     torch.testing.assert_close(var, want_var)
     torch.testing.assert_close(mean, want_mean)
+
+
+def test_square_and_reciprocal_powers_become_mul_and_reciprocal():
+    x = (torch.randn(4, 6) + 3).requires_grad_()
+    forward, _ = aten_graphs(lambda x: x.pow(2) + x.pow(-1) + x.pow(3) + x.pow(0.5), x)
+    assert {"aten.mul.Tensor", "aten.reciprocal.default"} <= ops_of(forward)
+    pows = [n for n in forward.graph.nodes if n.target == torch.ops.aten.pow.Tensor_Scalar]
+    assert sorted(n.args[1] for n in pows) == [0.5, 3]  # not the same bits as a multiply: left alone
+    integers, _ = aten_graphs(lambda x: x + torch.arange(6).pow(2), x)
+    assert "aten.pow.Tensor_Scalar" in ops_of(integers)
