@@ -1058,6 +1058,26 @@ class KernelOp(IRDLOperation):
         return len(self.domain.data) == 2
 
     @property
+    def is_outer_reduction(self) -> bool:
+        """A reduction whose loads are contiguous along x, not r (a column reduction: ``x.sum(0)``).
+
+        Steps are measured at a point away from any wrap (x and r small, size symbols
+        large and distinct), so ``mod(x, s0)`` steps by 1 as it does almost everywhere.
+        """
+        if not self.is_reduction or self.is_tiled:
+            return False
+        x, r = shapes.index_symbol("x"), shapes.index_symbol("r")
+        r_steps, x_steps = [], []
+        for op in self.block.ops:
+            if isinstance(op, LoadOp) and r in op.index.data.free_symbols:
+                e = op.index.data
+                point = {s: 100003 + 2 * i for i, s in enumerate(sorted(e.free_symbols - {x, r}, key=str))}
+                at = lambda dx, dr: int(e.subs({**point, x: 1 + dx, r: 1 + dr}))  # noqa: E731
+                r_steps.append(at(0, 1) - at(0, 0))
+                x_steps.append(at(1, 0) - at(0, 0))
+        return bool(r_steps) and all(s != 1 for s in r_steps) and any(s == 1 for s in x_steps)
+
+    @property
     def is_tiled(self) -> bool:
         """A pointwise kernel over a 2-D domain [xnumel, rnumel], lowered as 2-D tiles."""
         return self.tiled is not None

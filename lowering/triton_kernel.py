@@ -121,16 +121,7 @@ def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], o
 
 def is_outer_reduction(kernel: F.KernelOp) -> bool:
     """A reduction whose loads are contiguous along x, not r (a column reduction)."""
-    if not kernel.is_reduction or kernel.is_tiled:
-        return False
-    x, r = shapes.index_symbol("x"), shapes.index_symbol("r")
-    r_strides, x_strides = [], []
-    for op in kernel.block.ops:
-        if isinstance(op, F.LoadOp) and r in op.index.data.free_symbols:
-            e = op.index.data
-            r_strides.append(sympy.simplify(e.subs(r, r + 1) - e))
-            x_strides.append(sympy.simplify(e.subs(x, x + 1) - e))
-    return bool(r_strides) and all(s != 1 for s in r_strides) and any(s == 1 for s in x_strides)
+    return kernel.is_outer_reduction
 
 
 def kernel_name(base: str, kind: str) -> str:

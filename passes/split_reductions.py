@@ -3,13 +3,15 @@
 In:  a graph after the fusion passes.  ``x.sum()`` over 1M elements is a kernel over
      ``[1, 1048576]``: one Triton program loops over the whole row on one SM.
 Out: for a top-level reduction kernel over ``[xnumel, rnumel]`` whose rows are long
-     (``rnumel >= min-rnumel``) and few (``xnumel <= max-xnumel``), both proved from the
-     symbols' declared bounds, and with ``S = splits`` and ``C = ceil(rnumel / S)``:
+     (``rnumel >= min-rnumel``) and few (``xnumel <= max-xnumel``, or ``max-outer-xnumel``
+     for a column reduction, whose programs take 64 columns each), both proved from the
+     symbols' declared bounds, with ``S`` (option ``splits``, or chosen from the
+     sizes' bounds for about a thousand programs) and ``C = ceil(rnumel / S)``:
 
-* kernel A ``<name>_split`` over ``[xnumel*S, C]``: its ``x`` is ``x*S + s`` and the
-  original ``r`` becomes ``s*C + r``; loads along r are masked where that is past
+* kernel A ``<name>_split`` over ``[S*xnumel, C]``: its ``x`` is ``s*xnumel + x`` and
+  the original ``r`` becomes ``s*C + r``; loads along r are masked where that is past
   rnumel, and each ``reduce_r`` sees its identity there.  It stores one partial
-  reduction per (x, s) into a new ``[xnumel, S]`` buffer per reduction (fp16/bf16
+  reduction per (s, x) into a new ``[S, xnumel]`` buffer per reduction (fp16/bf16
   partials in fp32).
 * kernel B ``<name>`` over ``[xnumel, S]``: loads the partials, combines them
   (sum, prod, max, min, any, all combine with themselves), then runs the original
@@ -51,6 +53,14 @@ from fusec.shapes import FloorDiv, print_expr
 
 PASS = "split-reductions"
 COMBINABLE = ("sum", "prod", "max", "min", "any", "all")  # partials combine with the same reduction
+# Choosing S: about this many programs for kernel A (an H100 has 132 SMs; several programs each keep
+# loads in flight), chunks no shorter than these (a row reduction's program loops over its chunk; a
+# column reduction's program takes OUTER_COLUMNS columns at once), and at most MAX_SPLITS partials.
+TARGET_PROGRAMS = 1024
+MIN_CHUNK = 2048
+MIN_CHUNK_OUTER = 64
+OUTER_COLUMNS = 64
+MAX_SPLITS = 1024
 
 
 # ---------------------------------------------------------------- sizes
@@ -177,12 +187,16 @@ def finish(bb: BodyBuilder, name: str) -> F.KernelOp:
 
 
 def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp:
-    """Kernel A: the prologue and each reduction over one S-th of every row; a [xnumel, S] buffer per reduction."""
+    """Kernel A: the prologue and each reduction over one S-th of every row; a [S, xnumel] buffer per reduction.
+
+    Split-major (A's x is ``s*xnumel + x``): neighbouring programs read neighbouring
+    columns of one chunk, so a column reduction's loads stay coalesced along x.
+    """
     xnumel, rnumel = kernel.domain_exprs
     chunk = FloorDiv(rnumel + splits - 1, splits)
     bb = BodyBuilder([xnumel * splits, chunk])
     bb.map_inputs(kernel)
-    mapping = {X: FloorDiv(X, splits), R: sympy.Mod(X, splits) * chunk + R}
+    mapping = {X: sympy.Mod(X, xnumel), R: FloorDiv(X, xnumel) * chunk + R}
     valid = None
     if not equal(chunk * splits, rnumel):  # the last chunk of a row runs past its end
         position = bb.add(F.SymbolicOp(substitute(R, mapping, bb.domain), F.I64))
@@ -201,8 +215,8 @@ def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp
             if valid is not None and not padded_with_zero:
                 value = bb.add(F.PointwiseOp("where", [valid, value, bb.add(F.ConstantOp(identity(kind, t), t))], t))
             result_type = F.BOOL if kind in ("any", "all") else t
-            out = bb.output(F.TensorType([xnumel, splits], result_type))
-            bb.store(bb.add(F.ReduceROp(kind, value, result_type)), out, X)  # partial (x, s) at x*S + s: A's x
+            out = bb.output(F.TensorType([splits, xnumel], result_type))
+            bb.store(bb.add(F.ReduceROp(kind, value, result_type)), out, X)  # partial (s, x) at s*xnumel + x: A's x
             continue
         along_r = isinstance(op, F.LoadOp) and op.result in shape.per_r
         bb.clone(op, vm, mapping, valid if along_r else None)
@@ -222,7 +236,7 @@ def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: F.KernelOp, split
     for op in kernel.block.ops:
         if isinstance(op, F.ReduceROp):
             buffer = bb.buffer(next(parts))
-            loaded = bb.add(F.LoadOp(buffer, splits * X + R))
+            loaded = bb.add(F.LoadOp(buffer, xnumel * R + X))
             value = bb.add(F.ReduceROp(op.kind.data, loaded, loaded.type))
             if value.type != op.result.type:
                 value = bb.add(F.PointwiseOp("convert", [value], op.result.type))
@@ -261,14 +275,28 @@ class SplitReduction(RewritePattern):
             reason, message = shape
             remarks.emit(PASS, "split-declined", f"{reason}: {message}", op, reason=reason)
             return
-        partials = partials_kernel(op, shape, self.options.splits)
-        combined = combine_kernel(op, shape, partials, self.options.splits)
+        splits = self.options.splits or self.auto_splits(op)
+        partials = partials_kernel(op, shape, splits)
+        combined = combine_kernel(op, shape, partials, splits)
         self.decided |= {partials, combined}
         (x, r), (px, pr) = op.domain_exprs, partials.domain_exprs
         remarks.emit(PASS, "split", f"[{print_expr(x)}, {print_expr(r)}] -> [{print_expr(px)}, {print_expr(pr)}] "
-                     f"partial rows, then [{print_expr(x)}, {self.options.splits}] combined", partials, combined,
-                     splits=self.options.splits)
+                     f"partial rows, then [{print_expr(x)}, {splits}] combined", partials, combined, splits=splits)
         rewriter.replace(op, [partials, combined], list(combined.outputs))
+
+    def auto_splits(self, op: F.KernelOp) -> int:
+        """S for about TARGET_PROGRAMS programs, each chunk at least MIN_CHUNK long (from the sizes' bounds:
+        the fewest elements a row may have, the most rows), a power of two in [2, MAX_SPLITS]."""
+        bounds = declared_bounds(op)
+        xnumel, rnumel = op.domain_exprs
+        rows, length = size_range(xnumel, bounds)[1], size_range(rnumel, bounds)[0]
+        outer = op.is_outer_reduction
+        programs = max(1, math.ceil(min(rows, 2**40) / (OUTER_COLUMNS if outer else 1)))
+        splits = MAX_SPLITS
+        while splits > 2 and (programs * splits > 2 * TARGET_PROGRAMS
+                              or length / splits < (MIN_CHUNK_OUTER if outer else MIN_CHUNK)):
+            splits //= 2
+        return splits
 
     def size_problem(self, op: F.KernelOp) -> Decline | str | None:
         """None when the rows are provably long and few, "" when provably not, else why it is unproven."""
@@ -276,14 +304,16 @@ class SplitReduction(RewritePattern):
         bounds = declared_bounds(op)
         xnumel, rnumel = op.domain_exprs
         (xlo, xhi), (rlo, rhi) = size_range(xnumel, bounds), size_range(rnumel, bounds)
-        if rhi < o.min_rnumel or xlo > o.max_xnumel:
+        max_xnumel = o.max_outer_xnumel if op.is_outer_reduction else o.max_xnumel
+        if rhi < o.min_rnumel or xlo > max_xnumel:
             return ""
         if rlo < o.min_rnumel:
             return "unproven size", (f"{describe(op)} has rnumel {print_expr(rnumel)}, as small as {rlo} by the "
                                      f"symbols' bounds: not provably >= min-rnumel={o.min_rnumel}")
-        if xhi > o.max_xnumel:
+        if xhi > max_xnumel:
+            option = "max-outer-xnumel" if op.is_outer_reduction else "max-xnumel"
             return "unproven size", (f"{describe(op)} has xnumel {print_expr(xnumel)}, as large as {xhi} by the "
-                                     f"symbols' bounds: not provably <= max-xnumel={o.max_xnumel}")
+                                     f"symbols' bounds: not provably <= {option}={max_xnumel}")
         return None
 
 
@@ -292,20 +322,23 @@ class SplitReductions(ModulePass):
     """Splits reductions over few long rows into partial reductions and a combining kernel.
 
     Options: min-rnumel (rows at least this long are split), max-xnumel (only kernels
-    with at most this many rows), splits (S, a power of two: the chunks each row is cut into).
+    with at most this many rows), max-outer-xnumel (the same for column reductions,
+    whose programs each take 64 columns), splits (S, a power of two: the chunks each
+    row is cut into; 0 chooses it from the sizes).
     """
 
     name = "split-reductions"
 
     min_rnumel: int = 4096
     max_xnumel: int = 64
-    splits: int = 128
+    max_outer_xnumel: int = 4096
+    splits: int = 0
 
     def __post_init__(self) -> None:
-        if self.splits < 2 or self.splits & (self.splits - 1):
-            raise ValueError(f"splits must be a power of two of at least 2, got {self.splits}")
-        if self.min_rnumel < 1 or self.max_xnumel < 1:
-            raise ValueError("min-rnumel and max-xnumel must be positive")
+        if self.splits != 0 and (self.splits < 2 or self.splits & (self.splits - 1)):
+            raise ValueError(f"splits must be 0 (chosen from the sizes) or a power of two of at least 2, got {self.splits}")
+        if self.min_rnumel < 1 or self.max_xnumel < 1 or self.max_outer_xnumel < 1:
+            raise ValueError("min-rnumel, max-xnumel and max-outer-xnumel must be positive")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(SplitReduction(self), apply_recursively=False).rewrite_module(op)

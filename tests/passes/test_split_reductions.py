@@ -25,8 +25,10 @@ def fused(text: str):
 
 
 def split(text: str, sizes: list[dict[str, int]], inputs=None, tol=TOL, **options):
-    """Split the fused graph; the printed result parses back and gives the fused graph's results on
-    random inputs for each binding in ``sizes`` (or on ``inputs``).  Returns (module, remarks)."""
+    """Split the fused graph (S = 128 unless ``splits`` says otherwise); the printed result parses back
+    and gives the fused graph's results on random inputs for each binding in ``sizes`` (or on ``inputs``).
+    Returns (module, remarks)."""
+    options.setdefault("splits", 128)
     before = fused(text)
     after = parse(print_ir(before))
     with remarks.collect() as log:
@@ -68,7 +70,7 @@ def test_full_sum_is_two_kernels(n):
     assert domains(module) == [["128", str(-(-n // 128))], ["1", "128"]]
     a, b = kernels(module)
     assert a.sym_name.data == b.sym_name.data + "_split"
-    assert b.inputs[0] is a.outputs[0] and a.outputs[0].type == F.TensorType([1, 128], F.F32)
+    assert b.inputs[0] is a.outputs[0] and a.outputs[0].type == F.TensorType([128, 1], F.F32)  # split-major
     (note,) = notes  # the boundary it made, explained
     assert (note.code, note.subjects) == ("split", (f"@{a.sym_name.data}", f"@{b.sym_name.data}"))
     assert note.message == f"[1, {n}] -> [128, {-(-n // 128)}] partial rows, then [1, 128] combined"
@@ -246,3 +248,34 @@ def test_split_graph_runs_through_triton():
     for n in (5000, 4099):
         (a,) = random_inputs(module, {"s0": n}, seed=n)
         assert_same_results([a.sum(1) / 3], compiled([a]), **TOL)
+
+
+# ---------------------------------------------------------------- choosing S, column reductions
+
+
+@pytest.mark.parametrize("length, splits", [(1 << 24, 1024), (1 << 20, 512), (5000, 2)])
+def test_split_count_from_the_sizes(length, splits):
+    """About a thousand programs, chunks of at least 2048 elements: 16M -> 1024 x 16384, 1M -> 512 x 2048."""
+    module = fused(reduce_graph("sum", f"{length}"))
+    with remarks.collect() as log:
+        apply_passes(module, SplitReductions())
+    (note,) = [r for r in log.remarks if r.code == "split"]
+    assert note.data["splits"] == splits
+    assert domains(module)[0] == [str(splits), str(-(-length // splits))]
+
+
+def test_column_reduction_is_split_with_coalesced_partial_loads():
+    """x.sum(0) over [8192, 2048]: 32 programs of 64 columns unsplit; S = 64 gives 2048, chunks of 128 rows."""
+    text = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[s1, s0], f32>) -> (!fusec.tensor<[s0], f32>) symbols(s0 in [1, 2048], s1 in [8192, inf]) {
+    %s = fusec.reduce "sum" %a dims [0] : !fusec.tensor<[s1, s0], f32> -> !fusec.tensor<[s0], f32>
+    fusec.output %s : !fusec.tensor<[s0], f32>
+  }
+}"""
+    assert kernels(fused(text))[0].is_outer_reduction
+    module, notes = split(text, [{"s0": 33, "s1": 8195}, {"s0": 1, "s1": 8192}], splits=0)
+    (note,) = notes
+    assert note.data["splits"] == 64
+    a, b = kernels(module)
+    assert a.is_outer_reduction  # A's neighbouring x are neighbouring columns: loads coalesced along x
+    assert domains(module) == [["64*s0", "floordiv(s1 + 63, 64)"], ["s0", "64"]]

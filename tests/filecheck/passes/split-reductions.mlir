@@ -1,20 +1,25 @@
-// RUN: fusec-opt %s -p form-kernels,vertical-fusion,reduction-fusion,split-reductions | filecheck %s
-// RUN: fusec-opt %s -p form-kernels,vertical-fusion,reduction-fusion,split-reductions | fusec-opt | filecheck %s
-// RUN: fusec-opt %s -p form-kernels,vertical-fusion,reduction-fusion,split-reductions --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=128}" | filecheck %s
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=128}" | fusec-opt | filecheck %s
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=128}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=8 min-rnumel=6000}" | filecheck %s --check-prefix=OPTS
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions" | filecheck %s --check-prefix=AUTO
+
+// By default S comes from the sizes: about a thousand programs, chunks of at least 2048.
+// AUTO-LABEL: fusec.graph @full_sum
+// AUTO-NEXT:    %s = fusec.kernel @fusec_red_sum_0_split [512, 2048] (%a) : (!fusec.tensor<[1048576], f32>) -> (!fusec.tensor<[512, 1], f32>)
 
 // x.sum() over 1M elements: 128 partial sums of 8192 elements each (no mask: 128
 // divides the row), then one kernel adds the 128 partials.
 // CHECK-LABEL: fusec.graph @full_sum
-// CHECK-NEXT:    %s = fusec.kernel @fusec_red_sum_0_split [128, 8192] (%a) : (!fusec.tensor<[1048576], f32>) -> (!fusec.tensor<[1, 128], f32>)
-// CHECK-NEXT:    ^bb0(%0: !fusec.tensor<[1048576], f32>, %1: !fusec.tensor<[1, 128], f32>):
+// CHECK-NEXT:    %s = fusec.kernel @fusec_red_sum_0_split [128, 8192] (%a) : (!fusec.tensor<[1048576], f32>) -> (!fusec.tensor<[128, 1], f32>)
+// CHECK-NEXT:    ^bb0(%0: !fusec.tensor<[1048576], f32>, %1: !fusec.tensor<[128, 1], f32>):
 // CHECK-NEXT:      %2 = fusec.load %0[r + 8192*x]
 // CHECK-NEXT:      %3 = fusec.reduce_r "sum" %2 : f32 -> f32
 // CHECK-NEXT:      fusec.store %3, %1[x]
 // CHECK-NEXT:    }
-// CHECK-NEXT:    %s_1 = fusec.kernel @fusec_red_sum_0 [1, 128] (%s) : (!fusec.tensor<[1, 128], f32>) -> (!fusec.tensor<[], f32>)
-// CHECK-NEXT:    ^bb0(%0: !fusec.tensor<[1, 128], f32>, %1: !fusec.tensor<[], f32>):
-// CHECK-NEXT:      %2 = fusec.load %0[r + 128*x]
+// CHECK-NEXT:    %s_1 = fusec.kernel @fusec_red_sum_0 [1, 128] (%s) : (!fusec.tensor<[128, 1], f32>) -> (!fusec.tensor<[], f32>)
+// CHECK-NEXT:    ^bb0(%0: !fusec.tensor<[128, 1], f32>, %1: !fusec.tensor<[], f32>):
+// CHECK-NEXT:      %2 = fusec.load %0[r + x]
 // CHECK-NEXT:      %3 = fusec.reduce_r "sum" %2 : f32 -> f32
 // CHECK-NEXT:      fusec.store %3, %1[x]
 // CHECK-NEXT:    }
@@ -31,19 +36,19 @@ builtin.module {
 // A mean over rows of 5000 (fp16): chunks of 40, the last chunk of a row masked past
 // 5000; partials in fp32; the divide (the epilogue) runs after the combine.
 // CHECK-LABEL: fusec.graph @mean
-// CHECK-NEXT:    %m = fusec.kernel @fusec_red_sum_div_{{[0-9]+}}_split [512, 40] (%a) : (!fusec.tensor<[4, 5000], f16>) -> (!fusec.tensor<[4, 128], f32>)
+// CHECK-NEXT:    %m = fusec.kernel @fusec_red_sum_div_{{[0-9]+}}_split [512, 40] (%a) : (!fusec.tensor<[4, 5000], f16>) -> (!fusec.tensor<[128, 4], f32>)
 // CHECK-NEXT:    ^bb0
-// CHECK-NEXT:      %2 = fusec.symbolic r + 40*mod(x, 128) : i64
+// CHECK-NEXT:      %2 = fusec.symbolic r + 40*floordiv(x, 4) : i64
 // CHECK-NEXT:      %3 = fusec.symbolic 5000 : i64
 // CHECK-NEXT:      %4 = fusec.pointwise "lt" %2, %3 : (i64, i64) -> i1
-// CHECK-NEXT:      %5 = fusec.load %0[r + 5000*floordiv(x, 128) + 40*mod(x, 128)] mask %4
+// CHECK-NEXT:      %5 = fusec.load %0[r + 40*floordiv(x, 4) + 5000*mod(x, 4)] mask %4
 // CHECK-NEXT:      %6 = fusec.pointwise "convert" %5 : (f16) -> f32
 // CHECK-NEXT:      %7 = fusec.reduce_r "sum" %6 : f32 -> f32
-// CHECK-NEXT:      fusec.store %7, %1[x] : !fusec.tensor<[4, 128], f32>
+// CHECK-NEXT:      fusec.store %7, %1[x] : !fusec.tensor<[128, 4], f32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %m_1 = fusec.kernel @fusec_red_sum_div_{{[0-9]+}} [4, 128] (%m)
 // CHECK-NEXT:    ^bb0
-// CHECK-NEXT:      %2 = fusec.load %0[r + 128*x] : !fusec.tensor<[4, 128], f32>
+// CHECK-NEXT:      %2 = fusec.load %0[4*r + x] : !fusec.tensor<[128, 4], f32>
 // CHECK-NEXT:      %3 = fusec.reduce_r "sum" %2 : f32 -> f32
 // CHECK-NEXT:      %4 = fusec.pointwise "convert" %3 : (f32) -> f16
 // CHECK-NEXT:      %5 = fusec.constant 5000.0 : f16
@@ -66,7 +71,7 @@ builtin.module {
 // negatives: the reduction sees -inf there.
 // CHECK-LABEL: fusec.graph @row_max
 // CHECK-NEXT:    %m = fusec.kernel @fusec_red_max_{{[0-9]+}}_split [384, 40]
-// CHECK:           %5 = fusec.load %0[r + 5000*floordiv(x, 128) + 40*mod(x, 128)] mask %4
+// CHECK:           %5 = fusec.load %0[r + 40*floordiv(x, 3) + 5000*mod(x, 3)] mask %4
 // CHECK-NEXT:      %6 = fusec.constant -inf : f32
 // CHECK-NEXT:      %7 = fusec.pointwise "where" %4, %5, %6 : (i1, f32, f32) -> f32
 // CHECK-NEXT:      %8 = fusec.reduce_r "max" %7 : f32 -> f32
