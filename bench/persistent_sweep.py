@@ -26,6 +26,8 @@ def config_rule(tile: int, per_warp: int):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--programs", default="rmsnorm,layernorm_gelu,softmax,transformer_mix")
+    p.add_argument("--configs", default="1024:128,1024:256,1024:512,2048:128,2048:256,2048:512,4096:128,4096:256,"
+                   "4096:512,8192:128,8192:256,8192:512", help="tile:elements-per-warp pairs; 'current' is the heuristic")
     a = p.parse_args()
     original = heuristics.persistent_config
     rows = []
@@ -34,14 +36,14 @@ def main():
         inputs = prog.make_inputs(torch.float32, "cuda")
         want = prog.fn(*inputs)
         want = want if isinstance(want, tuple) else (want,)
-        for tile in (1024, 2048, 4096, 8192):
-            for per_warp in (128, 256, 512):
-                heuristics.persistent_config = config_rule(tile, per_warp)
-                f = compiled(prog.fn, "fusec", False)
-                got = f(*inputs)
-                got = got if isinstance(got, tuple) else (got,)
-                ok = all(torch.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(got, want))
-                rows.append((prog.name, tile, per_warp, "yes" if ok else "NO", profile_call(lambda: f(*inputs))[2]))
+        for config in a.configs.split(","):
+            tile, per_warp = config.split(":") if config != "current" else ("current", "-")
+            heuristics.persistent_config = original if config == "current" else config_rule(int(tile), int(per_warp))
+            f = compiled(prog.fn, "fusec", False)
+            got = f(*inputs)
+            got = got if isinstance(got, tuple) else (got,)
+            ok = all(torch.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(got, want))
+            rows.append((prog.name, tile, per_warp, "yes" if ok else "NO", profile_call(lambda: f(*inputs))[2]))
         heuristics.persistent_config = original
         f = compiled(prog.fn, "inductor", False)
         f(*inputs)
