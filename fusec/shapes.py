@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import sympy
 
@@ -424,3 +424,55 @@ def _drop_by_range(e: sympy.Expr) -> sympy.Expr:
         if lo >= 0 and hi < int(e.args[1]):
             return e.args[0]
     return e
+
+
+# ---------------------------------------------------------------- intervals
+
+
+def value_range(e: sympy.Basic, bounds: Mapping[str, tuple[float, float]],
+                unknown: tuple[float, float] = (0, math.inf)) -> tuple[float, float]:
+    """Interval (lo, hi) that ``e`` stays in when each symbol stays in ``bounds[name]``.
+
+    Interval arithmetic: sound, not tight.  A symbol without bounds is in ``unknown``.
+    """
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return int(e), int(e)
+    if e.is_Symbol:
+        return bounds.get(e.name, unknown)
+    args = [value_range(a, bounds, unknown) for a in e.args]
+    if isinstance(e, sympy.Add):
+        return sum(a[0] for a in args), sum(a[1] for a in args)
+    if isinstance(e, sympy.Mul):
+        lo, hi = args[0]
+        for alo, ahi in args[1:]:
+            products = [_mul(p, q) for p in (lo, hi) for q in (alo, ahi)]
+            lo, hi = min(products), max(products)
+        return lo, hi
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        lo, hi = args[0]
+        for _ in range(int(e.exp) - 1):
+            products = [_mul(p, q) for p in (lo, hi) for q in args[0]]
+            lo, hi = min(products), max(products)
+        return lo, hi
+    if isinstance(e, FloorDiv):
+        (alo, ahi), (blo, bhi) = args
+        if alo >= 0 and blo >= 1:
+            return alo // bhi if bhi != math.inf else 0, ahi // blo if ahi != math.inf else math.inf
+        return -math.inf, math.inf
+    if isinstance(e, sympy.Mod):
+        (alo, ahi), (blo, bhi) = args
+        if alo >= 0 and blo >= 1:
+            return 0, min(ahi, bhi - 1)
+        return -math.inf, math.inf
+    if isinstance(e, sympy.Max):
+        return max(a[0] for a in args), max(a[1] for a in args)
+    if isinstance(e, sympy.Min):
+        return min(a[0] for a in args), min(a[1] for a in args)
+    return -math.inf, math.inf
+
+
+def _mul(a: float, b: float) -> float:
+    if a == 0 or b == 0:
+        return 0  # 0 * inf is 0 here: the bound of a zero factor
+    return a * b

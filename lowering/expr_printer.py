@@ -9,7 +9,6 @@ non-negative, so ``floordiv``/``mod`` print as ``//``/``%`` in both languages
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import sympy
@@ -121,49 +120,3 @@ def python_expr(e: sympy.Basic, names: Mapping[str, str] | None = None) -> str:
 # ---------------------------------------------------------------- bounds
 
 
-def value_range(e: sympy.Basic, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
-    """Interval (lo, hi) that ``e`` stays in when each symbol stays in ``bounds[name]``.
-
-    Interval arithmetic: sound, not tight.  Unknown symbols count as [0, inf].
-    """
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        return int(e), int(e)
-    if e.is_Symbol:
-        return bounds.get(e.name, (0, math.inf))
-    args = [value_range(a, bounds) for a in e.args]
-    if isinstance(e, sympy.Add):
-        return sum(a[0] for a in args), sum(a[1] for a in args)
-    if isinstance(e, sympy.Mul):
-        lo, hi = args[0]
-        for alo, ahi in args[1:]:
-            products = [_mul(p, q) for p in (lo, hi) for q in (alo, ahi)]
-            lo, hi = min(products), max(products)
-        return lo, hi
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-        lo, hi = args[0]
-        for _ in range(int(e.exp) - 1):
-            products = [_mul(p, q) for p in (lo, hi) for q in args[0]]
-            lo, hi = min(products), max(products)
-        return lo, hi
-    if isinstance(e, shapes.FloorDiv):
-        (alo, ahi), (blo, bhi) = args
-        if alo >= 0 and blo >= 1:
-            return alo // bhi if bhi != math.inf else 0, ahi // blo if ahi != math.inf else math.inf
-        return -math.inf, math.inf
-    if isinstance(e, sympy.Mod):
-        (alo, ahi), (blo, bhi) = args
-        if alo >= 0 and blo >= 1:
-            return 0, min(ahi, bhi - 1)
-        return -math.inf, math.inf
-    if isinstance(e, sympy.Max):
-        return max(a[0] for a in args), max(a[1] for a in args)
-    if isinstance(e, sympy.Min):
-        return min(a[0] for a in args), min(a[1] for a in args)
-    return -math.inf, math.inf
-
-
-def _mul(a: float, b: float) -> float:
-    if a == 0 or b == 0:
-        return 0  # 0 * inf is 0 here: the bound of a zero factor
-    return a * b

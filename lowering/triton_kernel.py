@@ -45,7 +45,8 @@ from xdsl.ir import Operation, SSAValue
 from fusec import heuristics, shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
-from fusec.lowering.expr_printer import triton_expr, value_range
+from fusec.lowering.expr_printer import triton_expr
+from fusec.shapes import value_range
 
 INT32_LIMIT = 2**31
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes

@@ -49,7 +49,7 @@ from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, substitute
 from fusec.passes.kernel_merge import BodyBuilder
 from fusec.remarks import describe
-from fusec.shapes import FloorDiv, print_expr
+from fusec.shapes import FloorDiv, print_expr, value_range
 
 PASS = "split-reductions"
 COMBINABLE = ("sum", "prod", "max", "min", "any", "all")  # partials combine with the same reduction
@@ -68,34 +68,7 @@ MAX_SPLITS = 1024
 
 def size_range(e: sympy.Expr, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
     """Interval arithmetic over the declared bounds: sound, not tight (an undeclared symbol is [1, inf])."""
-    if e.is_Integer:
-        return int(e), int(e)
-    if e.is_Symbol:
-        return bounds.get(e.name, (1, math.inf))
-    args = [size_range(a, bounds) for a in e.args]
-    if isinstance(e, sympy.Add):
-        return sum(a[0] for a in args), sum(a[1] for a in args)
-    if isinstance(e, sympy.Mul):
-        lo, hi = args[0]
-        for alo, ahi in args[1:]:
-            products = [_times(p, q) for p in (lo, hi) for q in (alo, ahi)]
-            lo, hi = min(products), max(products)
-        return lo, hi
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0 and args[0][0] >= 0:
-        return args[0][0] ** int(e.exp), args[0][1] ** int(e.exp)
-    if isinstance(e, FloorDiv) and args[0][0] >= 0 and args[1][0] >= 1:
-        (alo, ahi), (blo, bhi) = args
-        return (0 if bhi == math.inf else alo // bhi), (math.inf if ahi == math.inf else ahi // blo)
-    if isinstance(e, sympy.Mod) and args[0][0] >= 0 and args[1][0] >= 1:
-        return 0, min(args[0][1], args[1][1] - 1)
-    if isinstance(e, (sympy.Max, sympy.Min)):
-        pick = max if isinstance(e, sympy.Max) else min
-        return pick(a[0] for a in args), pick(a[1] for a in args)
-    return -math.inf, math.inf
-
-
-def _times(a: float, b: float) -> float:
-    return 0 if a == 0 or b == 0 else a * b  # a zero factor bounds the product at 0, even against inf
+    return value_range(e, bounds, (1, math.inf))
 
 
 def declared_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
