@@ -326,7 +326,10 @@ def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
     """The per-dim indices of a row-major flat index ``var`` over ``shape``.
 
     The first dim needs no ``mod``: the flat index stays below the element count.
+    A shape with a zero dim has no elements: no index is ever computed, all are 0.
     """
+    if any(sympy.sympify(d) == 0 for d in shape):
+        return [sympy.Integer(0)] * len(shape)
     strides = contiguous_strides(shape)
     out: list[sympy.Expr] = []
     for k, (size, stride) in enumerate(zip(shape, strides)):

@@ -50,3 +50,10 @@ def test_broadcast_shapes_is_symbolic():
     assert shapes.broadcast_shapes([s0, 1], [512]) == [s0, 512]
     assert shapes.broadcast_shapes([s0], [s1]) is None  # not provably equal: refuse, never guess
     assert shapes.provably_equal(2 * (s0 + 1), 2 * s0 + 2)
+
+
+def test_flat_to_dims_of_an_empty_shape_is_all_zero():
+    """[5, 0] (a transposed [0, 5]) has no elements: no index is computed, and none divides by a zero stride."""
+    x = shapes.index_symbol("x")
+    assert shapes.flat_to_dims(x, [5, 0]) == [0, 0]
+    assert shapes.flat_to_dims(x, [0, 3, 2]) == [0, 0, 0]
