@@ -124,6 +124,36 @@ def _fix_interpreter_loop_bounds() -> None:
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
+def _fix_interpreter_bf16_casts() -> None:
+    """Triton's interpreter (3.6 and 3.9) holds bf16 as its uint16 bits, converts fp32 to bf16 by dropping
+    the low 16 bits (GPUs and torch round to nearest even), and converts ints and bools to and from bf16 as
+    if those bits were the value (an int 1 becomes 9e-41).  Give it the GPU's conversions: bf16 goes through
+    fp32 by value and fp32 rounds to nearest even, so bf16 kernels match eager on CPU too (only once)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = interpreter.InterpreterBuilder.cast_impl
+    if getattr(original, "fusec_fixed", False):
+        return
+
+    def cast_impl(self, src, dst_type):
+        src_type, dst_scalar = src.dtype.scalar, dst_type.scalar
+        if tl.bfloat16 not in (src_type, dst_scalar) or src_type == dst_scalar:
+            return original(self, src, dst_type)
+        if src_type == tl.bfloat16:  # exact: a bf16 is the top half of an fp32
+            value = interpreter.TensorHandle((np.asarray(src.data).astype(np.uint32) << 16).view(np.float32), tl.float32)
+            return value if dst_scalar == tl.float32 else original(self, value, dst_type)
+        value = np.asarray(src.data).astype(np.float32)
+        bits = value.view(np.uint32)
+        rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        quiet_nan = ((bits >> 16) | 0x40).astype(np.uint16)  # rounding a NaN's payload could carry it into inf
+        return interpreter.TensorHandle(np.where(np.isnan(value), quiet_nan, rounded), tl.bfloat16)
+
+    cast_impl.fusec_fixed = True
+    interpreter.InterpreterBuilder.cast_impl = cast_impl
+
+
 def load_kernel_module(source: str, interpret: bool) -> ModuleType:
     """The module of a kernel source, loaded once per (source, mode)."""
     digest = source_hash(source)
@@ -142,6 +172,7 @@ def load_kernel_module(source: str, interpret: bool) -> ModuleType:
         sys.modules[name] = module  # inspect (used by triton.jit) finds functions' modules here
         if interpret:
             _fix_interpreter_loop_bounds()
+            _fix_interpreter_bf16_casts()
         try:
             with triton_interpret(interpret):
                 spec.loader.exec_module(module)

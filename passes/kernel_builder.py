@@ -98,6 +98,11 @@ class KernelBuilder:
             return self.constant(owner.value.data, owner.result.type.element_type)
         if isinstance(owner, F.SymbolicOp):
             return self.symbolic(owner.expr.data, owner.result.type.element_type)
+        if any(sympy.sympify(d) == 0 for d in source.type.dims):
+            # A static empty tensor has no element to read and its value is never used, but a reduction over
+            # an empty r still runs its x: a load there (at index 0, flat_to_dims' index into an empty shape)
+            # would not depend on r, so rmask would not cover it and it would read past the buffer.
+            return self.constant(0, source.type.element_type)
         offset = storage_offset(source.type, idx)
         gathered = None
         if GATHERED in offset.free_symbols:
