@@ -85,3 +85,26 @@ def test_combos_do_not_raise_peak_memory(program):
         peaks[name] = torch.cuda.max_memory_allocated() - base
         del outputs
     assert peaks["grouped"] <= peaks["alone"], peaks
+
+
+@pytest.mark.parametrize("program", ["seed", "sgd16"])
+def test_benchmark_option_times_each_group_on_the_gpu(program, tmp_path):
+    """combo-grouping{benchmark=true}: each group is timed both ways (fusec.lowering.combo_benchmark); the result
+    still matches eager, and a group the timing finds slower is split with a benchmark-slower remark."""
+    import json
+
+    from fusec.pipeline import default_pipeline_spec
+
+    fn, inputs = (seed, seed_inputs(1024)) if program == "seed" else (sgd, sgd_inputs(2))
+    spec = default_pipeline_spec().replace("combo-grouping", "combo-grouping{benchmark=true}")
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="fusec", options={"pipeline": spec, "dump_dir": str(tmp_path)})
+    for got, want in zip(compiled(*inputs), fn(*inputs)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    (log,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/remarks.json")]
+    assert not [r for r in log if r["code"] == "benchmark-skipped"]
+    slower = [r for r in log if r["code"] == "benchmark-slower"]
+    assert all(r["data"]["combo_us"] >= r["data"]["separate_us"] > 0 for r in slower)
+    grouped = 1 if program == "seed" else 2  # the cost model's launches
+    count = launches(lambda: compiled(*inputs))
+    assert count > grouped if slower else count == grouped
