@@ -207,3 +207,20 @@ def test_benchmark_launches_compute_the_same_both_ways():
     calls = []
     us = time_separate_and_combo(members, hints, device="cpu", interpret=True, timer=lambda fn: calls.append(fn()) or 0.5)
     assert us == (500.0, 500.0) and len(calls) == 2
+
+
+def test_benchmark_timing_works_inside_a_fake_tensor_mode():
+    """combo-grouping{benchmark=true} runs inside torch.compile, under AOTAutograd's fake-tensor mode:
+    the timing must still allocate real buffers and launch (found on the H100: data_ptr of a FakeTensor)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fusec.cost_model import SizeHints
+    from fusec.lowering.combo_benchmark import time_separate_and_combo
+
+    module = parse(seed_graph("4"))
+    apply_passes(module, FormKernels())
+    launched = []
+    with FakeTensorMode():
+        us = time_separate_and_combo(kernels(module), SizeHints({}), device="cpu", interpret=True,
+                                     timer=lambda fn: launched.append(fn()) or 0.25)
+    assert us == (250.0, 250.0) and len(launched) == 2
