@@ -479,3 +479,10 @@ def _mul(a: float, b: float) -> float:
     if a == 0 or b == 0:
         return 0  # 0 * inf is 0 here: the bound of a zero factor
     return a * b
+
+
+def natural_key(name: str) -> tuple[str, int]:
+    """Sort key putting ``s2`` before ``s10`` (name, then its trailing number)."""
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return head, int(tail) if tail else -1

@@ -141,7 +141,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
         dom = ", ".join(shapes.print_expr(d) for d in k.domain_exprs)
         branches.append((f"{tk.name}: {tk.kind} over [{dom}]", body))
         texts.append(tk.source)
-    size_params += [(arg, shapes.size_symbol(sym)) for sym, arg in sorted(symbols.items(), key=lambda t: _natural(t[0]))]
+    size_params += [(arg, shapes.size_symbol(sym)) for sym, arg in sorted(symbols.items(), key=lambda t: shapes.natural_key(t[0]))]
 
     name = re.sub(r"\W", "_", combo_name)
     params = list(pointer_name.values()) + list(out_name.values()) + [n for n, _ in size_params] + [f"{c}: tl.constexpr" for c in constexprs]
@@ -209,18 +209,9 @@ def _inline_body(tk: TritonKernel, i: int, args: Mapping[str, str], offset: str)
 
 def _module(name: str, lowered: Sequence[TritonKernel], kernel_text: str) -> str:
     parts = ", ".join(f"{tk.name} ({tk.kind})" for tk in lowered)
-    head = [f"# fusec combo kernel {name}: {len(lowered)} sub-kernels routed by program id: {parts}",
-            "import triton", "import triton.language as tl"]
-    if "libdevice." in kernel_text:
-        head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
-                 "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
-    helpers = [ops.HELPERS[h] for h in ops.HELPERS if re.search(rf"\b{h}\b", kernel_text)]
-    return "\n".join(head) + "\n\n\n" + "".join(h + "\n\n" for h in helpers) + kernel_text
+    return ops.module_source(f"fusec combo kernel {name}: {len(lowered)} sub-kernels routed by program id: {parts}",
+                             kernel_text)
 
-
-def _natural(name: str):
-    m = re.match(r"^(.*?)(\d*)$", name)
-    return (m.group(1), int(m.group(2)) if m.group(2) else -1)
 
 
 # ---------------------------------------------------------------- host code

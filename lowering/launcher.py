@@ -397,7 +397,7 @@ class _LauncherWriter:
         while pending:
             found = _find_symbol(pending, bound, args)
             if found is None:
-                missing = ", ".join(f"'{s}'" for s in sorted(pending, key=_natural))
+                missing = ", ".join(f"'{s}'" for s in sorted(pending, key=shapes.natural_key))
                 raise LoweringError(f"@{self.gname}: size symbol {missing} is neither a dim nor a stride of any input "
                                     "(nor solvable from one), so its value cannot be known at run time")
             sym, i, what, d, solve = found
@@ -416,12 +416,12 @@ def _find_symbol(pending: set[str], bound: set[str], args: list[SSAValue]):
     """
     places = [(i, what, d, e) for what in ("shape", "stride") for i, a in enumerate(args)
               for d, e in enumerate(a.type.dims if what == "shape" else a.type.layout)]
-    for sym in sorted(pending, key=_natural):
+    for sym in sorted(pending, key=shapes.natural_key):
         s = shapes.size_symbol(sym)
         for i, what, d, e in places:
             if e == s:
                 return sym, i, what, d, lambda value: value
-    for sym in sorted(pending, key=_natural):
+    for sym in sorted(pending, key=shapes.natural_key):
         s = shapes.size_symbol(sym)
         for i, what, d, e in places:
             if s not in e.free_symbols or not shapes.free_size_symbols([e]) - {sym} <= bound:
@@ -465,9 +465,3 @@ def _graph_results(op: Operation) -> list[SSAValue]:
 
 def _is_input(v: SSAValue) -> bool:
     return isinstance(v, BlockArgument)
-
-
-def _natural(name: str):
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return head, int(tail) if tail else -1

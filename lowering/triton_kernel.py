@@ -203,7 +203,7 @@ class _KernelWriter:
             self.buffers[a] = f"in_ptr{i}"
         for i, a in enumerate(kernel.output_args):
             self.buffers[a] = f"out_ptr{i}"
-        self.symbols = sorted(_body_symbols(kernel), key=_natural)
+        self.symbols = sorted(_body_symbols(kernel), key=shapes.natural_key)
         self.names = {"x": "xindex", "r": "rindex", **{s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}}
         self.index64 = self._needs_int64()
         self.count = 0
@@ -523,21 +523,11 @@ class _KernelWriter:
         what = {"pointwise": "pointwise", "tiled": "tiled pointwise ([XBLOCK, RBLOCK] tiles)",
                 "persistent": "persistent reduction (whole rows in RBLOCK)",
                 "looped": "looped reduction (RBLOCK-wide steps over r)"}[self.kind]
-        head = [f"# fusec kernel {self.name}: {what} over [{dom}], {'int64' if self.index64 else 'int32'} indexing",
-                "import triton", "import triton.language as tl"]
-        if "libdevice." in text:
-            head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
-                     "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
-        helpers = [ops.HELPERS[h] for h in ops.HELPERS if re.search(rf"\b{h}\b", text)]
-        return "\n".join(head) + "\n\n\n" + "".join(h + "\n\n" for h in helpers) + text
+        index = "int64" if self.index64 else "int32"
+        return ops.module_source(f"fusec kernel {self.name}: {what} over [{dom}], {index} indexing", text)
 
 
 def _body_symbols(kernel: F.KernelOp) -> set[str]:
     exprs = [op.index.data for op in kernel.block.ops if isinstance(op, (F.LoadOp, F.StoreOp))]
     exprs += [op.expr.data for op in kernel.block.ops if isinstance(op, F.SymbolicOp)]
     return shapes.free_size_symbols(exprs)
-
-
-def _natural(name: str):
-    m = re.match(r"^(.*?)(\d*)$", name)
-    return (m.group(1), int(m.group(2)) if m.group(2) else -1)

@@ -13,6 +13,7 @@ the name ``libdevice``, which a kernel module binds at load time
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
@@ -272,3 +273,14 @@ def _argmin_combine(value1, index1, value2, index2):
     return tl.where(pick1, value1, value2), tl.where(pick1, index1, index2)
 ''',
 }
+
+
+def module_source(comment: str, kernel_text: str) -> str:
+    """A kernel module: the comment line, imports (libdevice only where used), the helper
+    functions ``kernel_text`` calls, then the kernel."""
+    head = [f"# {comment}", "import triton", "import triton.language as tl"]
+    if "libdevice." in kernel_text:
+        head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
+                 "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
+    helpers = [HELPERS[h] for h in HELPERS if re.search(rf"\b{h}\b", kernel_text)]
+    return "\n".join(head) + "\n\n\n" + "".join(h + "\n\n" for h in helpers) + kernel_text
