@@ -431,6 +431,11 @@ class GraphOp(IRDLOperation):
     def declared_symbols(self) -> dict[str, SymbolAttr]:
         return {s.sym.data: s for s in self.symbols.data}
 
+    @property
+    def symbol_bounds(self) -> dict[str, tuple[float, float]]:
+        """Each size symbol's declared [lower, upper] (upper may be inf)."""
+        return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in self.declared_symbols.items()}
+
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)

@@ -115,14 +115,9 @@ def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], o
         return "tiled"  # (a combo routes programs by row blocks: its members are not tiled)
     _, hi = value_range(kernel.domain_exprs[1], bounds)
     limit = options.persistent_threshold
-    if is_outer_reduction(kernel):
+    if kernel.is_outer_reduction:
         limit = min(limit, OUTER_PERSISTENT_MAX)  # whole long columns in a tile leave too few columns to coalesce
     return "persistent" if hi <= limit else "looped"
-
-
-def is_outer_reduction(kernel: F.KernelOp) -> bool:
-    """A reduction whose loads are contiguous along x, not r (a column reduction)."""
-    return kernel.is_outer_reduction
 
 
 def kernel_name(base: str, kind: str) -> str:
@@ -135,13 +130,11 @@ def kernel_name(base: str, kind: str) -> str:
 
 
 def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
-    """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf)."""
+    """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf); none outside one."""
     op: Operation | None = kernel
     while op is not None and not isinstance(op, F.GraphOp):
         op = op.parent_op()
-    if op is None:
-        return {}
-    return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in op.declared_symbols.items()}
+    return {} if op is None else op.symbol_bounds
 
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
@@ -439,7 +432,7 @@ class _KernelWriter:
         size_args = [("xnumel", dom[0])] + ([("rnumel", dom[1])] if self.reduction else [])
         size_args += [(self.names[s], shapes.size_symbol(s)) for s in self.symbols]
         return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
-                            tuple(size_args), is_outer_reduction(self.kernel), "int64" if self.index64 else "int32",
+                            tuple(size_args), self.kernel.is_outer_reduction, "int64" if self.index64 else "int32",
                             self.options.max_rblock)
 
     def _signature_and_prologue(self) -> list[str]:

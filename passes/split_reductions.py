@@ -71,12 +71,6 @@ def size_range(e: sympy.Expr, bounds: Mapping[str, tuple[float, float]]) -> tupl
     return value_range(e, bounds, (1, math.inf))
 
 
-def declared_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
-    graph = kernel.parent_op()
-    assert isinstance(graph, F.GraphOp)
-    return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in graph.declared_symbols.items()}
-
-
 # ---------------------------------------------------------------- the kernel's shape
 
 
@@ -260,7 +254,7 @@ class SplitReduction(RewritePattern):
     def auto_splits(self, op: F.KernelOp) -> int:
         """S for about TARGET_PROGRAMS programs, each chunk at least MIN_CHUNK long (from the sizes' bounds:
         the fewest elements a row may have, the most rows), a power of two in [2, MAX_SPLITS]."""
-        bounds = declared_bounds(op)
+        bounds = op.parent_op().symbol_bounds  # a top-level kernel: its parent is the graph
         xnumel, rnumel = op.domain_exprs
         rows, length = size_range(xnumel, bounds)[1], size_range(rnumel, bounds)[0]
         outer = op.is_outer_reduction
@@ -274,7 +268,7 @@ class SplitReduction(RewritePattern):
     def size_problem(self, op: F.KernelOp) -> Decline | str | None:
         """None when the rows are provably long and few, "" when provably not, else why it is unproven."""
         o = self.options
-        bounds = declared_bounds(op)
+        bounds = op.parent_op().symbol_bounds  # a top-level kernel: its parent is the graph
         xnumel, rnumel = op.domain_exprs
         (xlo, xhi), (rlo, rhi) = size_range(xnumel, bounds), size_range(rnumel, bounds)
         max_xnumel = o.max_outer_xnumel if op.is_outer_reduction else o.max_xnumel
