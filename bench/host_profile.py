@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.testing
 
-from fusec.tools.benchmark import PROGRAMS, compiled
+from fusec.tools.benchmark import PROGRAMS, compiled, markdown_table
 
 BACKENDS = ("fusec", "inductor-combo")
 
@@ -109,10 +109,8 @@ def main():
             rows.append((prog.name, name, statistics.median(bench[name]), min(host[name]), statistics.median(host[name]),
                          kernel_us(calls[name])))
     print(f"device {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  dynamic={a.dynamic}")
-    print("| program | backend | do_bench median us | host us/call (best) | host us/call (median) | kernel us/call |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(f"{c:.1f}" if isinstance(c, float) else str(c) for c in r) + " |")
+    print(markdown_table(["program", "backend", "do_bench median us", "host us/call (best)", "host us/call (median)",
+                          "kernel us/call"], rows))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import torch
 
 from fusec import heuristics
 from fusec.shapes import next_power_of_2
-from fusec.tools.benchmark import PROGRAMS, compiled, profile_call
+from fusec.tools.benchmark import PROGRAMS, compiled, markdown_table, profile_call
 
 
 def config_rule(tile: int, per_warp: int):
@@ -49,10 +49,7 @@ def main():
         f(*inputs)
         rows.append((prog.name, "inductor", "-", "-", profile_call(lambda: f(*inputs))[2]))
     print(f"device {torch.cuda.get_device_name()}")
-    print("| program | tile elements | elements per warp | matches | kernel us |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(f"{c:.1f}" if isinstance(c, float) else str(c) for c in r) + " |")
+    print(markdown_table(["program", "tile elements", "elements per warp", "matches", "kernel us"], rows))
 
 
 if __name__ == "__main__":

@@ -124,6 +124,13 @@ def compiled(fn, backend: str, dynamic: bool):
     raise click.BadParameter(f"unknown backend {backend}")
 
 
+def markdown_table(header: list[str], rows) -> str:
+    """A Markdown table for BENCHMARKS.md (floats with one decimal)."""
+    cell = lambda c: f"{c:.1f}" if isinstance(c, float) else str(c)  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])
+
+
 def _flatten(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
@@ -159,10 +166,7 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
             except Exception as e:  # a failing backend is a row, not the end of the table
                 rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-", "-"))
     click.echo(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype {dtype}  dynamic={dynamic}\n")
-    click.echo("| program | backend | matches eager | kernels | matmul kernels | kernel us | median us |")
-    click.echo("|---|---|---|---|---|---|---|")
-    for r in rows:
-        click.echo("| " + " | ".join(str(c) for c in r) + " |")
+    click.echo(markdown_table(["program", "backend", "matches eager", "kernels", "matmul kernels", "kernel us", "median us"], rows))
 
 
 if __name__ == "__main__":

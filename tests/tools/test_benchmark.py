@@ -21,3 +21,10 @@ def test_program_names_are_unique_and_each_returns_tensors():
             continue  # large matrices: eager on CPU would only slow the suite
         out = p.fn(*p.make_inputs(torch.float32, "cpu"))
         assert all(isinstance(t, torch.Tensor) and t.isfinite().all() for t in (out if isinstance(out, tuple) else (out,)))
+
+
+def test_tables_are_markdown_with_one_decimal():
+    from fusec.tools.benchmark import markdown_table
+
+    assert markdown_table(["program", "us"], [("seed", 33.04), ("sum", 2)]).splitlines() == [
+        "| program | us |", "|---|---|", "| seed | 33.0 |", "| sum | 2 |"]
