@@ -234,7 +234,8 @@ class SplitReduction(RewritePattern):
         if not any(isinstance(o, F.ReduceROp) for o in op.block.ops):
             return
         self.decided.add(op)
-        why = self.size_problem(op)
+        outer = op.is_outer_reduction  # a column reduction: its programs take OUTER_COLUMNS columns each
+        why = self.size_problem(op, outer)
         if why == "":
             return  # provably not worth it: too short or too many rows
         shape = kernel_shape(op) if why is None else why
@@ -242,7 +243,7 @@ class SplitReduction(RewritePattern):
             reason, message = shape
             remarks.emit(PASS, "split-declined", f"{reason}: {message}", op, reason=reason)
             return
-        splits = self.options.splits or self.auto_splits(op)
+        splits = self.options.splits or self.auto_splits(op, outer)
         partials = partials_kernel(op, shape, splits)
         combined = combine_kernel(op, shape, partials, splits)
         self.decided |= {partials, combined}
@@ -251,13 +252,12 @@ class SplitReduction(RewritePattern):
                      f"partial rows, then [{print_expr(x)}, {splits}] combined", partials, combined, splits=splits)
         rewriter.replace(op, [partials, combined], list(combined.outputs))
 
-    def auto_splits(self, op: F.KernelOp) -> int:
+    def auto_splits(self, op: F.KernelOp, outer: bool) -> int:
         """S for about TARGET_PROGRAMS programs, each chunk at least MIN_CHUNK long (from the sizes' bounds:
         the fewest elements a row may have, the most rows), a power of two in [2, MAX_SPLITS]."""
         bounds = op.parent_op().symbol_bounds  # a top-level kernel: its parent is the graph
         xnumel, rnumel = op.domain_exprs
         rows, length = size_range(xnumel, bounds)[1], size_range(rnumel, bounds)[0]
-        outer = op.is_outer_reduction
         programs = max(1, math.ceil(min(rows, 2**40) / (OUTER_COLUMNS if outer else 1)))
         splits = MAX_SPLITS
         while splits > 2 and (programs * splits > 2 * TARGET_PROGRAMS
@@ -265,20 +265,20 @@ class SplitReduction(RewritePattern):
             splits //= 2
         return splits
 
-    def size_problem(self, op: F.KernelOp) -> Decline | str | None:
+    def size_problem(self, op: F.KernelOp, outer: bool) -> Decline | str | None:
         """None when the rows are provably long and few, "" when provably not, else why it is unproven."""
         o = self.options
         bounds = op.parent_op().symbol_bounds  # a top-level kernel: its parent is the graph
         xnumel, rnumel = op.domain_exprs
         (xlo, xhi), (rlo, rhi) = size_range(xnumel, bounds), size_range(rnumel, bounds)
-        max_xnumel = o.max_outer_xnumel if op.is_outer_reduction else o.max_xnumel
+        max_xnumel = o.max_outer_xnumel if outer else o.max_xnumel
         if rhi < o.min_rnumel or xlo > max_xnumel:
             return ""
         if rlo < o.min_rnumel:
             return "unproven size", (f"{describe(op)} has rnumel {print_expr(rnumel)}, as small as {rlo} by the "
                                      f"symbols' bounds: not provably >= min-rnumel={o.min_rnumel}")
         if xhi > max_xnumel:
-            option = "max-outer-xnumel" if op.is_outer_reduction else "max-xnumel"
+            option = "max-outer-xnumel" if outer else "max-xnumel"
             return "unproven size", (f"{describe(op)} has xnumel {print_expr(xnumel)}, as large as {xhi} by the "
                                      f"symbols' bounds: not provably <= {option}={max_xnumel}")
         return None
