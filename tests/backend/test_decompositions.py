@@ -12,11 +12,7 @@ from fusec.import_ops import DESIGNED_EXTERNS, TABLE
 aten = torch.ops.aten
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 def aten_graphs(fn, *inputs, dynamic=False):

@@ -12,11 +12,7 @@ from fusec.dialects import fusec as F
 from fusec.importer import InputSlot, UnsupportedGraph, import_graph
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 def seed(t1, t2, t3, t4):
