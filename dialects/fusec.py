@@ -73,12 +73,14 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
     BFloat16Type,
+    DictionaryAttr,
     Float16Type,
     Float32Type,
     Float64Type,
     FunctionType,
     IntAttr,
     IntegerType,
+    NoneAttr,
     Signedness,
     StringAttr,
     UnitAttr,
@@ -113,7 +115,6 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasCanonicalizationPatternsTrait, IsolatedFromAbove, IsTerminator, NoTerminator, Pure, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec import shapes
 from fusec.shapes import ExprReader, print_expr
@@ -121,22 +122,32 @@ from fusec.shapes import ExprReader, print_expr
 # ---------------------------------------------------------------- attributes
 
 
+class _ParserTokens:
+    """``ExprReader``'s token source over xDSL's parser (its public ``parse_optional_*`` calls)."""
+
+    def __init__(self, parser: AttrParser):
+        self.parser = parser
+
+    def punct(self, p) -> bool:
+        return self.parser.parse_optional_punctuation(p) is not None
+
+    def integer(self) -> int | None:
+        return self.parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+
+    def identifier(self) -> str | None:
+        return self.parser.parse_optional_identifier()
+
+    def error(self, msg: str):
+        self.parser.raise_error(msg)
+
+
+def _expr_reader(parser: AttrParser) -> ExprReader:
+    return ExprReader(_ParserTokens(parser))
+
+
 def _parse_expr_tokens(parser: AttrParser) -> sympy.Expr:
     """Read an integer expression from xDSL's token stream (grammar in fusec.shapes)."""
-
-    def peek():
-        tok = parser._current_token
-        if tok.kind in (MLIRTokenKind.EOF,):
-            return None
-        return tok.text
-
-    def take():
-        return parser._consume_token().text
-
-    def error(msg):
-        parser.raise_error(msg)
-
-    return ExprReader(peek, take, error).expr()
+    return _expr_reader(parser).expr()
 
 
 @irdl_attr_definition
@@ -351,6 +362,7 @@ ELEMENT_TYPES: dict[str, Attribute] = {
     "bool": BOOL, "int8": I8, "int16": I16, "int32": I32, "int64": I64, "uint8": U8,
     "float16": F16, "bfloat16": BF16, "float32": F32, "float64": F64,
 }
+ELEMENT_TYPE_NAMES: dict[str, Attribute] = {str(t): t for t in ELEMENT_TYPES.values()}  # "f32" -> f32
 
 
 def is_element_type(t: Attribute) -> bool:
@@ -994,23 +1006,263 @@ def _reparse_as(cls, op: IndexOp):
     return new
 
 
+# ---------------------------------------------------------------- extern calls
+
+@irdl_attr_definition
+class OperandSlotAttr(ParametrizedAttribute):
+    """In an extern's arguments, the place of its next tensor operand (printed as the operand: ``%a``)."""
+
+    name = "fusec.operand"
+
+
+@irdl_attr_definition
+class TorchConstAttr(Data[str]):
+    """A torch constant in an extern's arguments: a memory format or layout (``torch.channels_last``),
+    or a device: ``device`` is the device the graph runs on, ``device "cpu"`` the CPU whatever that is."""
+
+    name = "fusec.torch"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> str:
+        with parser.in_angle_brackets():
+            return parser.parse_str_literal()
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.data)
+
+
+GRAPH_DEVICE = "device"
+TORCH_ENUMS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "strided", "sparse_coo")
+_ARG_KEYWORDS = ("none", "true", "false", "inf", "nan", "device")
+
+
+def extern_arg_operand_count(arg: Attribute) -> int:
+    """How many tensor operands an extern argument (a list, maybe nested) holds."""
+    if isinstance(arg, OperandSlotAttr):
+        return 1
+    if isinstance(arg, ArrayAttr):
+        return sum(extern_arg_operand_count(a) for a in arg.data)
+    return 0
+
+
+def is_extern_arg(arg: Attribute) -> bool:
+    """The values an extern argument may hold: operands, numbers, sizes, none, strings, dtypes, torch constants, lists."""
+    if isinstance(arg, ArrayAttr):
+        return all(is_extern_arg(a) for a in arg.data)
+    return isinstance(arg, (OperandSlotAttr, ExprAttr, NumberAttr, NoneAttr, StringAttr, TorchConstAttr)) or is_element_type(arg)
+
+
+class _ExternArgPrinter:
+    def __init__(self, printer: Printer, operands: Sequence[SSAValue]):
+        self.printer, self.operands = printer, iter(operands)
+
+    def arg(self, a: Attribute) -> None:
+        p = self.printer
+        if isinstance(a, OperandSlotAttr):
+            p.print_operand(next(self.operands))
+        elif isinstance(a, ArrayAttr):
+            p.print_string("[")
+            p.print_list(a.data, self.arg)
+            p.print_string("]")
+        elif isinstance(a, ExprAttr):
+            p.print_string(print_expr(a.data))
+        elif isinstance(a, NumberAttr):
+            text = _number_text(a.data)
+            if isinstance(a.data, float) and not any(c in text for c in ".ein"):
+                text += ".0"  # a float stays a float when parsed back
+            p.print_string(text)
+        elif isinstance(a, NoneAttr):
+            p.print_string("none")
+        elif isinstance(a, StringAttr):
+            p.print_string_literal(a.data)
+        elif isinstance(a, TorchConstAttr):
+            if a.data == GRAPH_DEVICE:
+                p.print_string("device")
+            elif a.data in TORCH_ENUMS:
+                p.print_string(f"torch.{a.data}")
+            else:
+                p.print_string("device ")
+                p.print_string_literal(a.data)
+        else:
+            p.print_attribute(a)
+
+
+class _ExternArgParser:
+    """Reads an extern's argument list: operands (``%a``), literals, sizes, lists and ``name = value``."""
+
+    def __init__(self, parser: Parser):
+        self.parser = parser
+        self.operands: list = []  # unresolved operands, in the order they appear
+
+    def call(self) -> tuple[list[Attribute], dict[str, Attribute]]:
+        args: list[Attribute] = []
+        kwargs: dict[str, Attribute] = {}
+
+        def one() -> None:
+            name = self.parser.parse_optional_identifier()
+            if name is not None and self.parser.parse_optional_punctuation("=") is not None:
+                kwargs[name] = self.value()
+                return
+            if kwargs:
+                self.parser.raise_error("a positional argument after keyword arguments")
+            args.append(self.value(name))
+
+        self.parser.parse_comma_separated_list(self.parser.Delimiter.PAREN, one)
+        return args, kwargs
+
+    def value(self, name: str | None = None) -> Attribute:
+        p = self.parser
+        if name is None:
+            operand = p.parse_optional_unresolved_operand()
+            if operand is not None:
+                self.operands.append(operand)
+                return OperandSlotAttr()
+            if p.parse_optional_punctuation("[") is not None:
+                items = [] if p.parse_optional_punctuation("]") is not None else None
+                if items is None:
+                    items = [self.value()]
+                    while p.parse_optional_punctuation(",") is not None:
+                        items.append(self.value())
+                    p.parse_punctuation("]")
+                return ArrayAttr(items)
+            text = p.parse_optional_str_literal()
+            if text is not None:
+                return StringAttr(text)
+            if p.parse_optional_punctuation("-") is not None:
+                number = p.parse_optional_float(allow_negative=False)
+                if number is not None:
+                    return NumberAttr(-number)
+                if p.parse_optional_keyword("inf") is not None:
+                    return NumberAttr(-math.inf)
+                reader = _expr_reader(p)
+                return ExprAttr(reader.expr(reader.term(-reader.unary())))
+            number = p.parse_optional_float(allow_negative=False)
+            if number is not None:
+                return NumberAttr(number)
+            name = p.parse_optional_identifier()
+            if name is None:
+                return ExprAttr(_parse_expr_tokens(p))
+        return self.named(name)
+
+    def named(self, name: str) -> Attribute:
+        keyword = {"none": NoneAttr(), "true": NumberAttr(True), "false": NumberAttr(False),
+                   "inf": NumberAttr(math.inf), "nan": NumberAttr(math.nan)}
+        if name in keyword:
+            return keyword[name]
+        if name == "device":
+            text = self.parser.parse_optional_str_literal()
+            return TorchConstAttr(GRAPH_DEVICE if text is None else text)
+        if name in ELEMENT_TYPE_NAMES:
+            return ELEMENT_TYPE_NAMES[name]
+        if name.startswith("torch."):
+            if name.removeprefix("torch.") not in TORCH_ENUMS:
+                self.parser.raise_error(f"unknown torch constant '{name}' (one of {', '.join('torch.' + e for e in TORCH_ENUMS)})")
+            return TorchConstAttr(name.removeprefix("torch."))
+        reader = _expr_reader(self.parser)
+        return ExprAttr(reader.expr(reader.term(reader.named(name))))
+
+
+def flat_returns(value) -> list:
+    """A torch op's return value flattened depth-first (tuples and lists): what ``results`` positions count."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in flat_returns(v)]
+    return [value]
+
+
 @irdl_op_definition
 class ExternOp(IRDLOperation):
-    """A torch op called at run time (mm, conv, and anything fusec does not lower).
+    """A torch op called at run time (mm, conv, attention, and anything fusec does not lower).
 
-    ``call`` is the argument list with tensors as ``T(i)`` (the i-th operand),
-    sizes as ``S("s0*2")`` and other literals as Python literals.
+    Its arguments are data, in the order of the op's schema, with keyword
+    arguments after ``name =``: tensor operands (``%a``), sizes (``s0 - 1``),
+    numbers (``0.5``, ``-inf``, ``true``), ``none``, strings, dtypes (``f16``),
+    memory formats (``torch.channels_last``), the graph's ``device`` (or
+    ``device "cpu"``) and lists of these::
+
+        %o = fusec.extern "aten.full.default"([s0, 8], 0.5, dtype = f32, device = device) : () -> !fusec.tensor<[s0, 8], f32>
+        %g, %w = fusec.extern "aten.convolution_backward.default"(%go, %x, %w, [16], [1, 1], [0, 0], [1, 1], false, [0, 0], 1, [false, true, true]) results [1, 2] : (...) -> (...)
+
+    The op returns a tensor, or a tuple or list (maybe nested) of tensors and
+    other values; ``results [i, ...]`` says which element of that return value,
+    flattened depth-first, each result is (absent: the first ones, in order).
     """
 
     name = "fusec.extern"
     target = prop_def(StringAttr)
-    call = prop_def(StringAttr)
+    args = prop_def(ArrayAttr)
+    kwargs = prop_def(DictionaryAttr)
+    positions = opt_prop_def(ArrayAttr[IntAttr])
     inputs = var_operand_def()
     outputs = var_result_def()
-    assembly_format = "$target `(` $inputs `)` $call attr-dict `:` functional-type($inputs, $outputs)"
 
-    def __init__(self, target: str, inputs: Sequence[SSAValue], call: str, result_types: Sequence[Attribute]):
-        super().__init__(operands=[inputs], result_types=[result_types], properties={"target": StringAttr(target), "call": StringAttr(call)})
+    def __init__(self, target: str, inputs: Sequence[SSAValue], args: Sequence[Attribute] | None, result_types: Sequence[Attribute],
+                 kwargs: dict[str, Attribute] | None = None, results: Sequence[int] | None = None):
+        if args is None:  # the common case: each operand once, in order
+            args = [OperandSlotAttr() for _ in inputs]
+        props: dict[str, Attribute] = {"target": StringAttr(target), "args": ArrayAttr(args), "kwargs": DictionaryAttr(kwargs or {})}
+        if results is not None and list(results) != list(range(len(result_types))):
+            props["positions"] = ArrayAttr([IntAttr(i) for i in results])
+        super().__init__(operands=[inputs], result_types=[result_types], properties=props)
+
+    @property
+    def result_positions(self) -> list[int]:
+        """Where each result is in the op's return value, flattened."""
+        if self.positions is None:
+            return list(range(len(self.outputs)))
+        return [i.data for i in self.positions.data]
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.target.data)
+        args = _ExternArgPrinter(printer, self.inputs)
+        printer.print_string("(")
+        items = [(None, a) for a in self.args.data] + list(self.kwargs.data.items())
+
+        def item(entry) -> None:
+            name, a = entry
+            if name is not None:
+                printer.print_string(f"{name} = ")
+            args.arg(a)
+
+        printer.print_list(items, item)
+        printer.print_string(")")
+        if self.positions is not None:
+            printer.print_string(" results ")
+            _print_int_list(printer, self.result_positions)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type([v.type for v in self.inputs], [r.type for r in self.outputs])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ExternOp:
+        target = parser.parse_str_literal()
+        reader = _ExternArgParser(parser)
+        args, kwargs = reader.call()
+        results = _parse_int_list(parser) if parser.parse_optional_keyword("results") else None
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        function_type = parser.parse_function_type()
+        inputs = parser.resolve_operands(reader.operands, function_type.inputs.data, pos)
+        op = ExternOp(target, inputs, args, function_type.outputs.data, kwargs, results)
+        op.attributes.update(attrs)
+        return op
+
+    def verify_(self) -> None:
+        where = f"fusec.extern \"{self.target.data}\""
+        every = list(self.args.data) + list(self.kwargs.data.values())
+        for a in every:
+            if not is_extern_arg(a):
+                raise VerifyException(f"{where}: {a} cannot be an extern argument")
+        slots = sum(extern_arg_operand_count(a) for a in every)
+        if slots != len(self.inputs):
+            raise VerifyException(f"{where}: its arguments hold {slots} tensor operands, but it has {len(self.inputs)}")
+        positions = self.result_positions
+        if len(positions) != len(self.outputs):
+            raise VerifyException(f"{where}: 'results' gives {len(positions)} positions for {len(self.outputs)} results")
+        if len(set(positions)) != len(positions) or any(i < 0 for i in positions):
+            raise VerifyException(f"{where}: 'results' positions {positions} must be distinct and non-negative")
 
 
 # ---------------------------------------------------------------- kernel level
@@ -1350,5 +1602,5 @@ Fusec = Dialect(
     "fusec",
     [GraphOp, OutputOp, PointwiseOp, ConstantOp, SymbolicOp, ReduceOp, ReshapeOp, PermuteOp, ExpandOp, SliceOp,
      CatOp, IndexOp, GatherOp, ExternOp, KernelOp, LoadOp, StoreOp, ReduceROp, ComboOp],
-    [ExprAttr, TensorType, SymbolAttr, NumberAttr],
+    [ExprAttr, TensorType, SymbolAttr, NumberAttr, OperandSlotAttr, TorchConstAttr],
 )

@@ -76,6 +76,18 @@ FROM_TORCH = NORMALIZATION + SOFTMAX + ACTIVATIONS + LOSSES + INDEXING + RANDOM 
 # so they stay single ops and run as fusec.extern.
 EXTERN = ["mm", "bmm", "convolution", "convolution_backward", "_convolution"]
 
+# Never decomposed because torch's decomposition does not compute what the op
+# computes (tests/backend/test_decomposition_outputs.py compares every
+# multi-output decomposition the table keeps with the op itself).
+NOT_EQUIVALENT = {
+    # AOTAutograd decomposes the forward op *below* autograd, so the op's backward
+    # formula still saves the op's outputs and calls its own backward (an extern)
+    # with them.  This decomposition returns the attention probabilities
+    # ([B, H, L, S]) where the op returns the log-sum-exp ([B, H, L]): the
+    # backward then computes silently wrong gradients.  Inductor excludes it too.
+    "_scaled_dot_product_flash_attention_for_cpu": "returns the attention probabilities in place of the log-sum-exp",
+}
+
 
 def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
     """addmm -> mm + pointwise epilogue, so the bias add fuses with what follows (a ReLU, a GELU).
@@ -199,6 +211,6 @@ def _table() -> dict:
         packet, overload = name.split(".")
         if hasattr(aten, packet) and overload in getattr(aten, packet).overloads():
             table[getattr(getattr(aten, packet), overload)] = fn
-    for op in _overloads(EXTERN):
+    for op in _overloads([*EXTERN, *NOT_EQUIVALENT]):
         table.pop(op, None)
     return table

@@ -1,19 +1,24 @@
 """Calling a ``fusec.extern`` op's torch function at run time.
 
-The op's ``call`` is the text between a call's parentheses, for example
-``T(0), T(1), dim=S("s0 - 1"), dtype=torch.float16, device=DEVICE``: ``T(i)`` is
-its i-th tensor operand, ``S(expr)`` a size expression, ``DEVICE`` the device
-the graph runs on.  It is evaluated once per call with nothing else in scope.
+The op holds its arguments as data (``fusec.dialects.fusec.ExternOp``); this
+module turns them into Python values, the same way for both executors: the
+reference interpreter calls the op with tensors and evaluated sizes, the
+launcher writes the call as source with buffer names and host size code.
+Nothing is evaluated from text.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import sympy
 import torch
+from xdsl.dialects.builtin import ArrayAttr, NoneAttr, StringAttr
+from xdsl.ir import Attribute
 
-from fusec import shapes
+from fusec.dialects import fusec as F
 
 
 def resolve_target(target: str) -> Callable:
@@ -27,27 +32,70 @@ def resolve_target(target: str) -> Callable:
     return obj
 
 
-def compile_call(call: str) -> Callable:
-    """Compile the call text once; the result takes (inputs, env, device) -> (args, kwargs)."""
-    code = compile(f"_collect({call})", "<fusec.extern call>", "eval")
+@dataclass(frozen=True)
+class Code:
+    """Host source text standing for a value (a buffer name, a size computed on the host)."""
 
-    def build(inputs: Sequence[torch.Tensor], env: dict[str, int], device: torch.device):
-        scope = {
-            "_collect": lambda *a, **k: (a, k),
-            "T": lambda i: inputs[i],
-            "S": lambda text: shapes.evaluate(shapes.parse_expr(text), env),
-            "torch": torch,
-            "DEVICE": device,
-            "inf": math.inf,
-            "nan": math.nan,
-        }
-        return eval(code, {"__builtins__": {}}, scope)
+    text: str
 
-    return build
+    def __repr__(self) -> str:
+        return self.text
 
 
-def call_extern(target: str, call: str, inputs: Sequence[torch.Tensor], env: dict[str, int], device: torch.device) -> tuple[torch.Tensor, ...]:
-    fn = resolve_target(target)
-    args, kwargs = compile_call(call)(inputs, env, device)
-    out = fn(*args, **kwargs)
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+def extern_arguments(op: F.ExternOp, operands: Sequence, size: Callable[[sympy.Expr], object],
+                     device: object, named_device: Callable[[str], object] = torch.device) -> tuple[list, dict]:
+    """The op's (args, kwargs) as Python values.
+
+    ``operands``: what stands for each tensor operand, in order; ``size``: the
+    value of a size expression; ``device``: the graph's device;
+    ``named_device``: a device the IR names (``device "cpu"``).
+    """
+    pending = iter(operands)
+
+    def value(a: Attribute):
+        if isinstance(a, F.OperandSlotAttr):
+            return next(pending)
+        if isinstance(a, ArrayAttr):
+            return [value(x) for x in a.data]
+        if isinstance(a, F.ExprAttr):
+            return size(a.data)
+        if isinstance(a, F.NumberAttr):
+            return a.data
+        if isinstance(a, NoneAttr):
+            return None
+        if isinstance(a, StringAttr):
+            return a.data
+        if isinstance(a, F.TorchConstAttr):
+            if a.data == F.GRAPH_DEVICE:
+                return device
+            if a.data in F.TORCH_ENUMS:
+                return getattr(torch, a.data)
+            return named_device(a.data)
+        return getattr(torch, F.dtype_name(a))
+
+    args = [value(a) for a in op.args.data]
+    kwargs = {name: value(a) for name, a in op.kwargs.data.items()}
+    return args, kwargs
+
+
+def pick_results(value, positions: Sequence[int]) -> list:
+    """The elements of an op's return value that an extern's results name."""
+    flat = F.flat_returns(value)
+    return [flat[i] for i in positions]
+
+
+def call_extern(op: F.ExternOp, inputs: Sequence[torch.Tensor], env: dict[str, int], device: torch.device) -> list:
+    """Run the op's torch function (the interpreter's way): its results, in order."""
+    from fusec import shapes
+
+    args, kwargs = extern_arguments(op, inputs, lambda e: shapes.evaluate(e, env), device)
+    return pick_results(resolve_target(op.target.data)(*args, **kwargs), op.result_positions)
+
+
+def source_of(value) -> str:
+    """Python source for a value ``extern_arguments`` built with ``Code`` leaves."""
+    if isinstance(value, list):
+        return "[" + ", ".join(source_of(v) for v in value) + "]"
+    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        return f'float("{value}")'
+    return repr(value)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 import torch.fx
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, NameLoc, NoneAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, IntAttr, ModuleOp, NameLoc, NoneAttr, StringAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fusec import remarks, shapes
@@ -207,11 +207,13 @@ class GraphImporter:
         self.constants: list[torch.Tensor] = []
         self.externs: list[str] = []
         self.shape_env = None
+        self.device = torch.device("cpu")
 
     # ---- driving
 
     def run(self) -> tuple[ModuleOp, ImportInfo]:
         _ensure_meta(self.gm, self.example_inputs)
+        self.device = _graph_device(self.gm)
         self.shape_env = _find_shape_env(self.gm, self.example_inputs)
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         for i, node in enumerate(placeholders):
@@ -238,7 +240,7 @@ class GraphImporter:
                           [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
         info = ImportInfo(self.name, tuple(self.slots), tuple(a.type for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
-                          _graph_device(self.gm))
+                          self.device)
         return ModuleOp([graph]), info
 
     def _add_size_carriers(self, symbols: dict) -> tuple[str, ...]:
@@ -468,56 +470,66 @@ class GraphImporter:
     # ---- the fallback
 
     def extern(self, reason: str | None = None):
-        """The current node as a torch call at run time; ``reason`` (when given) becomes a remark."""
+        """The current node as a torch call at run time; ``reason`` (when given) becomes a remark.
+
+        Its arguments become data (``fusec.extern``'s syntax): tensors operands,
+        sizes expressions, the rest literals.  Its return value may mix tensors
+        with sizes, numbers and None, in tuples and lists: the tensors become the
+        op's results (with their positions in the flattened return value), the
+        other values are known now (a SymInt is a size expression) and stand in
+        the importer's value table where the tensors' SSA values stand.
+        """
         node = self.node
         target = node.target
         operands: list[SSAValue] = []
 
-        def lit(a) -> str:
-            if isinstance(a, torch.fx.Node):
-                return value_lit(self.value(a))
-            return value_lit(self.value(a))
-
-        def value_lit(v) -> str:
+        def arg(v) -> Attribute:
             if isinstance(v, SSAValue):
-                if v not in operands:
-                    operands.append(v)
-                return f"T({operands.index(v)})"
-            if isinstance(v, sympy.Expr):
-                return str(int(v)) if v.is_Integer else f'S("{shapes.print_expr(v)}")'
-            if isinstance(v, list):
-                return "[" + ", ".join(value_lit(x) for x in v) + "]"
-            if isinstance(v, tuple):
-                return "(" + "".join(value_lit(x) + ", " for x in v) + ")"
-            if v is None or isinstance(v, (bool, int, float, str)):
-                return repr(v)
-            if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
-                return str(v)
+                operands.append(v)
+                return F.OperandSlotAttr()
+            if isinstance(v, bool):
+                return F.NumberAttr(v)
+            if isinstance(v, (int, sympy.Expr)):
+                return F.ExprAttr(shapes.as_expr(v))
+            if isinstance(v, float):
+                return F.NumberAttr(v)
+            if v is None:
+                return NoneAttr()
+            if isinstance(v, str):
+                return StringAttr(v)
+            if isinstance(v, (list, tuple)):
+                return ArrayAttr([arg(x) for x in v])
+            if isinstance(v, torch.dtype):
+                return element_type(v)
+            if isinstance(v, (torch.layout, torch.memory_format)):
+                return F.TorchConstAttr(str(v).removeprefix("torch."))
             if isinstance(v, torch.device):
-                return "DEVICE"
+                return F.TorchConstAttr(F.GRAPH_DEVICE if v.type == self.device.type else str(v))
             raise UnsupportedGraph(f"FX node {node.name}: cannot pass {v!r} ({type(v).__name__}) to {target} at run time")
 
-        parts = [lit(a) for a in node.args] + [f"{k}={lit(v)}" for k, v in node.kwargs.items()]
-        call = ", ".join(parts)
-        val = self.meta
-        many = isinstance(val, (list, tuple))
-        elements = list(val) if many else [val]
-        types = []
-        for e in elements:
+        args = [arg(self.value(a)) for a in node.args]
+        kwargs = {k: arg(self.value(v)) for k, v in node.kwargs.items()}
+        types: list[F.TensorType] = []
+        positions: list[int] = []
+        for i, e in enumerate(F.flat_returns(self.meta)):
             if isinstance(e, torch.Tensor):
                 types.append(self.type_of(e, layout=True))
-            elif e is not None:
-                raise UnsupportedGraph(f"FX node {node.name}: {target} returns a {type(e).__name__}, which fusec cannot hold")
+                positions.append(i)
         name = f"{target.namespace}.{target._opname}.{target._overloadname}"
-        op = self.emit(F.ExternOp(name, operands, call, types))
+        op = self.emit(F.ExternOp(name, operands, args, types, kwargs, positions))
         if reason is not None:
             self.externs.append(name)
             remarks.emit("importer", "extern-fallback", f"{name} runs as a torch call: {reason}", f"{node.name}")
         results = iter(op.results)
-        values = [next(results) if isinstance(e, torch.Tensor) else None for e in elements]
-        if not many:
-            return values[0]
-        return type(val)(values) if isinstance(val, tuple) else values
+
+        def rebuild(e):
+            if isinstance(e, (tuple, list)):
+                return type(e)(rebuild(x) for x in e)
+            if isinstance(e, torch.Tensor):
+                return next(results)
+            return self.scalar_of(e)
+
+        return rebuild(self.meta)
 
 
 def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:

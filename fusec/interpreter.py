@@ -161,9 +161,7 @@ def _run_graph_op(op: Operation, values: dict[SSAValue, torch.Tensor], env: dict
     elif isinstance(op, F.GatherOp):
         out = torch.gather(arg(op.input), op.dim.data, arg(op.index).to(torch.int64))
     elif isinstance(op, F.ExternOp):
-        outs = call_extern(op.target.data, op.call.data, [arg(v) for v in op.inputs], env, device)
-        for r, o in zip(op.outputs, outs):
-            values[r] = o
+        values.update(zip(op.outputs, call_extern(op, [arg(v) for v in op.inputs], env, device)))
         return
     elif isinstance(op, F.KernelOp):
         outs = run_kernel(op, [arg(v) for v in op.inputs], env, device)

@@ -172,91 +172,113 @@ _CALLS = {
 class ExprReader:
     """A recursive-descent reader of the text form over a token source.
 
-    The token source is two callables so that the same grammar serves plain
-    strings (``parse_expr``) and xDSL's lexer (the dialect's attribute parser).
+    The source offers four calls that consume only on a match, so that the same
+    grammar serves plain strings (``parse_expr``) and xDSL's parser (the
+    dialect's attributes) through its public ``parse_optional_*`` methods:
+    ``punct(p) -> bool``, ``integer() -> int | None``, ``identifier() -> str | None``
+    and ``error(message)`` (raises).  ``expr(first)`` continues an expression whose
+    first term a caller has already read (an extern argument that starts with a name).
     """
 
-    def __init__(self, peek, take, error):
-        self.peek, self.take, self.error = peek, take, error
+    def __init__(self, source):
+        self.source = source
 
-    def expr(self) -> sympy.Expr:
-        value = self.term()
-        while self.peek() in ("+", "-"):
-            op = self.take()
-            rhs = self.term()
-            value = value + rhs if op == "+" else value - rhs
-        return value
+    def expr(self, first: sympy.Expr | None = None) -> sympy.Expr:
+        value = self.term() if first is None else first
+        while True:
+            if self.source.punct("+"):
+                value = value + self.term()
+            elif self.source.punct("-"):
+                value = value - self.term()
+            else:
+                return value
 
-    def term(self) -> sympy.Expr:
-        value = self.unary()
-        while self.peek() == "*":
-            self.take()
+    def term(self, first: sympy.Expr | None = None) -> sympy.Expr:
+        value = self.unary() if first is None else first
+        while self.source.punct("*"):
             value = value * self.unary()
         return value
 
     def unary(self) -> sympy.Expr:
-        if self.peek() == "-":
-            self.take()
+        if self.source.punct("-"):
             return -self.unary()
         return self.atom()
 
     def atom(self) -> sympy.Expr:
-        tok = self.peek()
-        if tok == "(":
-            self.take()
+        if self.source.punct("("):
             value = self.expr()
             self.expect(")")
             return value
-        if tok is not None and tok.isdigit():
-            return sympy.Integer(int(self.take()))
-        if tok is not None and (tok[0].isalpha() or tok[0] == "_"):
-            name = self.take()
-            if self.peek() == "(" and name in _CALLS:
-                self.take()
-                args = [self.expr()]
-                while self.peek() == ",":
-                    self.take()
-                    args.append(self.expr())
-                self.expect(")")
-                arity, build = _CALLS[name]
-                if arity is not None and len(args) != arity:
-                    self.error(f"'{name}' takes {arity} arguments, got {len(args)}")
-                return build(*args)
-            if name in _CALLS:
-                self.error(f"'{name}' must be called: {name}(...)")
-            if not _SYMBOL_NAME.match(name):
-                self.error(f"'{name}' is not a size symbol or index variable")
-            return symbol(name)
-        self.error(f"expected an integer expression, got {tok!r}" if tok else "expected an integer expression")
-        raise AssertionError  # error() raises
+        number = self.source.integer()
+        if number is not None:
+            return sympy.Integer(number)
+        name = self.source.identifier()
+        if name is None:
+            self.source.error("expected an integer expression")
+        return self.named(name)
 
-    def expect(self, tok: str) -> None:
-        if self.peek() != tok:
-            self.error(f"expected '{tok}'")
-        self.take()
+    def named(self, name: str) -> sympy.Expr:
+        """The atom that starts with ``name``: a call ``floordiv(a, b)`` or a symbol."""
+        if name in _CALLS:
+            if not self.source.punct("("):
+                self.source.error(f"'{name}' must be called: {name}(...)")
+            args = [self.expr()]
+            while self.source.punct(","):
+                args.append(self.expr())
+            self.expect(")")
+            arity, build = _CALLS[name]
+            if arity is not None and len(args) != arity:
+                self.source.error(f"'{name}' takes {arity} arguments, got {len(args)}")
+            return build(*args)
+        if not _SYMBOL_NAME.match(name):
+            self.source.error(f"'{name}' is not a size symbol or index variable")
+        return symbol(name)
+
+    def expect(self, punct: str) -> None:
+        if not self.source.punct(punct):
+            self.source.error(f"expected '{punct}'")
+
+
+class _TextTokens:
+    """``ExprReader``'s token source over a string."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = [(m.group(0).strip(), m.start(0) + len(m.group(0)) - len(m.group(0).lstrip())) for m in _TOKEN.finditer(text)]
+        self.tokens = [t for t in self.tokens if t[0]]
+        self.pos = 0
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.pos][0] if self.pos < len(self.tokens) else None
+
+    def _take(self) -> str:
+        self.pos += 1
+        return self.tokens[self.pos - 1][0]
+
+    def punct(self, p: str) -> bool:
+        if self._peek() == p:
+            self._take()
+            return True
+        return False
+
+    def integer(self) -> int | None:
+        tok = self._peek()
+        return int(self._take()) if tok is not None and tok.isdigit() else None
+
+    def identifier(self) -> str | None:
+        tok = self._peek()
+        return self._take() if tok is not None and (tok[0].isalpha() or tok[0] == "_") else None
+
+    def error(self, msg: str):
+        raise ExprSyntaxError(msg, self.tokens[self.pos][1] if self.pos < len(self.tokens) else len(self.text))
 
 
 def parse_expr(text: str) -> sympy.Expr:
     """Parse the text form; raises ExprSyntaxError naming the position."""
-    tokens = [(m.group(0).strip(), m.start(0) + len(m.group(0)) - len(m.group(0).lstrip())) for m in _TOKEN.finditer(text)]
-    tokens = [t for t in tokens if t[0]]
-    pos = 0
-
-    def peek():
-        return tokens[pos][0] if pos < len(tokens) else None
-
-    def take():
-        nonlocal pos
-        pos += 1
-        return tokens[pos - 1][0]
-
-    def error(msg):
-        raise ExprSyntaxError(msg, tokens[pos][1] if pos < len(tokens) else len(text))
-
-    reader = ExprReader(peek, take, error)
-    value = reader.expr()
-    if pos != len(tokens):
-        error(f"unexpected {peek()!r} after expression")
+    tokens = _TextTokens(text)
+    value = ExprReader(tokens).expr()
+    if tokens.pos != len(tokens.tokens):
+        tokens.error(f"unexpected {tokens._peek()!r} after expression")
     return value
 
 

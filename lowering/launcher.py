@@ -16,7 +16,6 @@ call (memoised; a persistent reduction must size RBLOCK to the actual row).
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -60,6 +59,7 @@ def runtime_globals() -> dict[str, object]:
         "_empty": torch.empty_strided,
         "_slice": torch.ops.aten.slice.Tensor,
         "_as_layout": as_layout,
+        "_pick_results": externs.pick_results,
         "_bad_input": bad_input,
         "_bad_input_count": bad_input_count,
         "_pointwise_config": heuristics.pointwise_config,
@@ -284,55 +284,29 @@ class _LauncherWriter:
     def extern(self, op: F.ExternOp) -> list[str]:
         target = op.target.data
         try:
-            externs.resolve_target(target)
+            fn_object = externs.resolve_target(target)
         except LookupError as e:
             raise LoweringError(f"@{self.gname}: fusec.extern: {e}") from None
         fn = "_" + target.replace(".", "_")
         self.externs[fn] = target
-        call = self.extern_call(op, fn)
+        operands = [externs.Code(self.names[v]) for v in op.inputs]
+        args, kwargs = externs.extern_arguments(op, operands, lambda e: externs.Code(self.py(e)), externs.Code("device"),
+                                                lambda d: externs.Code(f"torch.device({d!r})"))
+        call = f"{fn}({', '.join([externs.source_of(a) for a in args] + [f'{k}={externs.source_of(v)}' for k, v in kwargs.items()])})"
         outs = [self.new_buffer(r) for r in op.outputs]
-        lines = [f"{outs[0] if len(outs) == 1 else ', '.join(outs)} = {call}"]
+        returns = getattr(fn_object, "_schema", None)
+        single = returns is not None and len(returns.returns) == 1 and str(returns.returns[0].type) == "Tensor"
+        if single and op.result_positions == [0]:
+            lines = [f"{outs[0]} = {call}"]
+        else:  # a tuple or list: pick the results out of it
+            target_list = f"{outs[0]}," if len(outs) == 1 else ", ".join(outs)
+            lines = [f"{target_list} = _pick_results({call}, {tuple(op.result_positions)!r})"] if outs else [call]
         for name, r in zip(outs, op.outputs):
             t = r.type
             layout = self.shape_tuple(t.layout)
             lines.append(f"if {name}.stride() != {layout}:")
             lines.append(f"    {name} = _as_layout({name}, {layout})")
         return lines
-
-    def extern_call(self, op: F.ExternOp, fn: str) -> str:
-        """The call template with T(i) -> operand names, S("e") -> host size code, DEVICE -> device."""
-        operands = [self.names[v] for v in op.inputs]
-        writer = self
-
-        class Translate(ast.NodeTransformer):
-            def visit_Call(self, node: ast.Call):
-                if isinstance(node.func, ast.Name) and node.func.id in ("T", "S"):
-                    if len(node.args) != 1 or not isinstance(node.args[0], ast.Constant):
-                        raise LoweringError(f"fusec.extern {op.target.data}: {node.func.id}(...) takes one literal")
-                    arg = node.args[0].value
-                    if node.func.id == "T":
-                        if not isinstance(arg, int) or not 0 <= arg < len(operands):
-                            raise LoweringError(f"fusec.extern {op.target.data}: T({arg!r}) is not an operand")
-                        return ast.Name(operands[arg], ast.Load())
-                    return ast.parse(writer.py(shapes.parse_expr(arg)), mode="eval").body
-                return self.generic_visit(node)
-
-            def visit_Name(self, node: ast.Name):
-                if node.id == "DEVICE":
-                    return ast.Name("device", ast.Load())
-                if node.id in ("inf", "nan"):
-                    return ast.parse(f'float("{node.id}")', mode="eval").body
-                if node.id not in ("torch", "_collect"):
-                    raise LoweringError(f"fusec.extern {op.target.data}: unknown name '{node.id}' in its call template")
-                return node
-
-        try:
-            tree = ast.parse(f"_collect({op.call.data})", mode="eval")
-        except SyntaxError as e:
-            raise LoweringError(f"fusec.extern {op.target.data}: bad call template {op.call.data!r}: {e.msg}") from None
-        tree = Translate().visit(tree)
-        tree.body.func = ast.Name(fn, ast.Load())
-        return ast.unparse(tree)
 
     def view(self, op: Operation) -> list[str]:
         src = self.names[op.input]

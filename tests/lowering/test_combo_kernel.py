@@ -166,7 +166,7 @@ builtin.module {
     %n = fusec.pointwise "neg" %a : (!fusec.tensor<[8, 6], f32>) -> !fusec.tensor<[8, 6], f32>
     %c = fusec.reduce "sum" %a dims [0] : !fusec.tensor<[8, 6], f32> -> !fusec.tensor<[6], f32>
     %st = fusec.permute %s [1, 0] : !fusec.tensor<[8, 6], f32> -> !fusec.tensor<[6, 8], f32>
-    %m:1 = fusec.extern "aten.mm.default" (%n, %st) "T(0), T(1)" : (!fusec.tensor<[8, 6], f32>, !fusec.tensor<[6, 8], f32>) -> (!fusec.tensor<[8, 8], f32>)
+    %m:1 = fusec.extern "aten.mm.default"(%n, %st) : (!fusec.tensor<[8, 6], f32>, !fusec.tensor<[6, 8], f32>) -> (!fusec.tensor<[8, 8], f32>)
     fusec.output %m, %c : !fusec.tensor<[8, 8], f32>, !fusec.tensor<[6], f32>
   }
 }"""

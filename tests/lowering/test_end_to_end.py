@@ -74,7 +74,7 @@ GRAPHS = {
     "extern-and-views": """builtin.module {
   fusec.graph @g(%a : !fusec.tensor<[s0, 8], f32>, %w : !fusec.tensor<[8, 4], f32>) -> (!fusec.tensor<[s0, 4], f32>, !fusec.tensor<[4, s0], f32, strides [1, 4]>) symbols(s0 in [1, inf]) {
     %r = fusec.pointwise "relu" %a : (!fusec.tensor<[s0, 8], f32>) -> !fusec.tensor<[s0, 8], f32>
-    %mm = fusec.extern "aten.mm.default" (%r, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 4], f32>) -> !fusec.tensor<[s0, 4], f32>
+    %mm = fusec.extern "aten.mm.default"(%r, %w) : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 4], f32>) -> !fusec.tensor<[s0, 4], f32>
     %t = fusec.pointwise "tanh" %mm : (!fusec.tensor<[s0, 4], f32>) -> !fusec.tensor<[s0, 4], f32>
     %p = fusec.permute %t [1, 0] : !fusec.tensor<[s0, 4], f32> -> !fusec.tensor<[4, s0], f32, strides [1, 4]>
     fusec.output %t, %p : !fusec.tensor<[s0, 4], f32>, !fusec.tensor<[4, s0], f32, strides [1, 4]>

@@ -86,11 +86,11 @@ VIEWS_AND_EXTERN = """builtin.module {
       %y = fusec.pointwise "neg" %v : (f32) -> f32
       fusec.store %y, %out0[x] : !fusec.tensor<[s0, 8], f32>
     }
-    %mm = fusec.extern "aten.mm.default" (%n, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 3], f32>) -> !fusec.tensor<[s0, 3], f32>
+    %mm = fusec.extern "aten.mm.default"(%n, %w) : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 3], f32>) -> !fusec.tensor<[s0, 3], f32>
     %t = fusec.permute %n [1, 0] : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[8, s0], f32, strides [1, 8]>
     %r = fusec.reshape %n : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[s0, 2, 4], f32>
     %s = fusec.slice %n dim 1 start 1 step 3 : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[s0, 3], f32, strides [8, 3]>
-    %f = fusec.extern "aten.full.default" () "[S(\\"s0\\"), 8], 0.5, dtype=torch.float32, device=DEVICE" : () -> !fusec.tensor<[s0, 8], f32>
+    %f = fusec.extern "aten.full.default"([s0, 8], 0.5, dtype = f32, device = device) : () -> !fusec.tensor<[s0, 8], f32>
     fusec.output %mm, %t, %r, %s, %f : !fusec.tensor<[s0, 3], f32>, !fusec.tensor<[8, s0], f32, strides [1, 8]>, !fusec.tensor<[s0, 2, 4], f32>, !fusec.tensor<[s0, 3], f32, strides [8, 3]>, !fusec.tensor<[s0, 8], f32>
   }
 }"""

@@ -101,7 +101,7 @@ builtin.module {{
   fusec.graph @g(%a : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>) {{
     %e = fusec.pointwise "exp" %a : (!fusec.tensor<[8, 8], f32>) -> !fusec.tensor<[8, 8], f32>
     %t = fusec.permute %e [1, 0] : !fusec.tensor<[8, 8], f32> -> !fusec.tensor<[8, 8], f32>
-    %m:1 = fusec.extern "aten.mm.default" (%t, %a) "T(0), T(1)" : (!fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[8, 8], f32>)
+    %m:1 = fusec.extern "aten.mm.default"(%t, %a) : (!fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[8, 8], f32>)
     %n = fusec.pointwise "neg" %m : (!fusec.tensor<[8, 8], f32>) -> !fusec.tensor<[8, 8], f32>
     fusec.output %e, %n : !fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>
   }}
@@ -230,7 +230,7 @@ def random_graph(seed: int) -> str:
             lines.append(f'{name} = fusec.reduce "{red}" {src} dims [1] : {t} -> {v}')
             values.append((name, v))
         elif kind < 0.85:
-            lines.append(f'{name}:1 = fusec.extern "aten.neg.default" ({src}) "T(0)" : ({t}) -> ({t})')
+            lines.append(f'{name}:1 = fusec.extern "aten.neg.default"({src}) : ({t}) -> ({t})')
             values.append((f"{name}#0", t))
         else:
             lines.append(f"{name} = fusec.reshape {src} : {t} -> !fusec.tensor<[s0, 2, 4], f32>")

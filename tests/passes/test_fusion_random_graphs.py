@@ -14,7 +14,7 @@ from fusec.testing import apply_passes, assert_same_results, graph_text, parse, 
 SHAPES = {"A": "s0, 8", "B": "8", "C": "s0, 1", "D": "1, 8", "E": "8, s0", "R": "s0"}
 BROADCAST = {("A", "B"): "A", ("A", "C"): "A", ("A", "D"): "A", ("C", "D"): "A", ("C", "B"): "A", ("B", "D"): "D",
              **{(s, s): s for s in SHAPES}}
-MM = '{out}:1 = fusec.extern "aten.mm.default" ({a}, %w) "T(0), T(1)" : ({t}, !fusec.tensor<[8, 8], f32>) -> ({t})'
+MM = '{out}:1 = fusec.extern "aten.mm.default"({a}, %w) : ({t}, !fusec.tensor<[8, 8], f32>) -> ({t})'
 
 
 def T(shape: str) -> str:

@@ -174,7 +174,7 @@ def test_dependence_through_an_extern_is_declined():
     t, r = tensor_type("s0, 8"), tensor_type("s0")
     module, notes = fuse(graph_text(f"%x : {t}", r, f"""
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
-    %c:1 = fusec.extern "aten.cumsum.default" (%s) "T(0), 0" : ({r}) -> ({r})
+    %c:1 = fusec.extern "aten.cumsum.default"(%s, 0) : ({r}) -> ({r})
     %u = fusec.pointwise "add" %s, %c : ({r}, {r}) -> {r}
     fusec.output %u : {r}"""))
     assert len(kernels(module)) == 2

@@ -128,7 +128,7 @@ def test_extern_reader_gets_the_value_from_the_fused_kernel():
     v = tensor_type("8, 8")
     module, notes = fuse(graph_text(f"%x : {t}, %v : {v}", f"{t}, {t}", f"""
     %a = fusec.pointwise "exp" %x : ({t}) -> {t}
-    %mm:1 = fusec.extern "aten.mm.default" (%a, %v) "T(0), T(1)" : ({t}, {v}) -> ({t})
+    %mm:1 = fusec.extern "aten.mm.default"(%a, %v) : ({t}, {v}) -> ({t})
     %b = fusec.pointwise "tanh" %a : ({t}) -> {t}
     fusec.output %mm, %b : {t}, {t}"""), recompute_max_ops=0)
     (k,) = kernels(module)

@@ -93,7 +93,7 @@ fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 5]]:28: expected an integer expression, got ']'
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 5]]:28: expected an integer expression
 
 // -----
 
@@ -111,3 +111,30 @@ fusec.graph @g() -> () {
   fusec.output
 }
 // CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: Operation fusec.bogus is not registered
+
+// -----
+
+// Verifier: an extern whose arguments hold fewer operand places than it has operands.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %e = "fusec.extern"(%a) <{target = "aten.neg.default", args = [], kwargs = {}}> : (!fusec.tensor<[4], f32>) -> !fusec.tensor<[4], f32>
+  fusec.output %e : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.extern "aten.neg.default": its arguments hold 0 tensor operands, but it has 1
+
+// -----
+
+// Verifier: more result positions than results.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %e = fusec.extern "aten.aminmax.default"(%a) results [0, 1] : (!fusec.tensor<[4], f32>) -> !fusec.tensor<[4], f32>
+  fusec.output %e : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.extern "aten.aminmax.default": 'results' gives 2 positions for 1 results
+
+// -----
+
+// Parse error: an unknown torch constant in an extern's arguments.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %e = fusec.extern "aten.clone.default"(%a, memory_format = torch.sideways) : (!fusec.tensor<[4], f32>) -> !fusec.tensor<[4], f32>
+  fusec.output %e : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 3]]:{{[0-9]+}}: unknown torch constant 'torch.sideways'

@@ -20,7 +20,7 @@ fusec.graph @graph_ops(%a : !fusec.tensor<[s0, 512], f32>, %b : !fusec.tensor<[5
   %cat = fusec.cat %a, %e dim 0 : (!fusec.tensor<[s0, 512], f32>, !fusec.tensor<[s0, 512], f32, strides [0, 1]>) -> !fusec.tensor<[2*s0, 512], f32>
   %ix = fusec.index %b[%i] dim 0 : !fusec.tensor<[512], f32>, !fusec.tensor<[4], i64> -> !fusec.tensor<[4], f32>
   %g = fusec.gather %a[%j] dim 1 : !fusec.tensor<[s0, 512], f32>, !fusec.tensor<[s0, 4], i64> -> !fusec.tensor<[s0, 4], f32>
-  %mm = fusec.extern "aten.mm.default" (%a, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 512], f32>, !fusec.tensor<[512, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
+  %mm = fusec.extern "aten.mm.default"(%a, %w) : (!fusec.tensor<[s0, 512], f32>, !fusec.tensor<[512, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
   fusec.output %sum, %am, %pc, %slc, %cat, %ix, %g, %mm, %n : !fusec.tensor<[s0, 1], f32>, !fusec.tensor<[s0], i64>, !fusec.tensor<[64, s0, 8], f32>, !fusec.tensor<[s0, 255], f32>, !fusec.tensor<[2*s0, 512], f32>, !fusec.tensor<[4], f32>, !fusec.tensor<[s0, 4], f32>, !fusec.tensor<[s0, 64], f32>, !fusec.tensor<[], i64>
 }
 
@@ -80,7 +80,7 @@ fusec.graph @element_types(%b : !fusec.tensor<[2], i1>, %i8 : !fusec.tensor<[2],
 // CHECK-NEXT: %cat = fusec.cat %a, %e dim 0 : (!fusec.tensor<[s0, 512], f32>, !fusec.tensor<[s0, 512], f32, strides [0, 1]>) -> !fusec.tensor<[2*s0, 512], f32>
 // CHECK-NEXT: %ix = fusec.index %b[%i] dim 0 : !fusec.tensor<[512], f32>, !fusec.tensor<[4], i64> -> !fusec.tensor<[4], f32>
 // CHECK-NEXT: %g = fusec.gather %a[%j] dim 1 : !fusec.tensor<[s0, 512], f32>, !fusec.tensor<[s0, 4], i64> -> !fusec.tensor<[s0, 4], f32>
-// CHECK-NEXT: %mm = fusec.extern "aten.mm.default"(%a, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 512], f32>, !fusec.tensor<[512, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
+// CHECK-NEXT: %mm = fusec.extern "aten.mm.default"(%a, %w) : (!fusec.tensor<[s0, 512], f32>, !fusec.tensor<[512, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
 // CHECK-NEXT: fusec.output %sum, %am, %pc, %slc, %cat, %ix, %g, %mm, %n : !fusec.tensor<[s0, 1], f32>, !fusec.tensor<[s0], i64>, !fusec.tensor<[64, s0, 8], f32>, !fusec.tensor<[s0, 255], f32>, !fusec.tensor<[2*s0, 512], f32>, !fusec.tensor<[4], f32>, !fusec.tensor<[s0, 4], f32>, !fusec.tensor<[s0, 64], f32>, !fusec.tensor<[], i64>
 // CHECK-NEXT: }
 // CHECK-LABEL: fusec.graph @kernel_ops(%a : !fusec.tensor<[s0, 512], f32>, %h : !fusec.tensor<[s0], f16>) -> (!fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], i64>) symbols(s0 in [1, 4096]) {
@@ -117,5 +117,20 @@ fusec.graph @element_types(%b : !fusec.tensor<[2], i1>, %i8 : !fusec.tensor<[2],
 // CHECK-NEXT: %nan = fusec.constant nan : !fusec.tensor<[], f32>
 // CHECK-NEXT: %t = fusec.constant true : !fusec.tensor<[], i1>
 // CHECK-NEXT: fusec.output %b, %i8, %i16, %i32, %u8, %f16, %bf16, %f64, %nan, %t : !fusec.tensor<[2], i1>, !fusec.tensor<[2], i8>, !fusec.tensor<[2], i16>, !fusec.tensor<[2], i32>, !fusec.tensor<[2], ui8>, !fusec.tensor<[2], f16>, !fusec.tensor<[2], bf16>, !fusec.tensor<[2], f64>, !fusec.tensor<[], f32>, !fusec.tensor<[], i1>
+// CHECK-NEXT: }
+
+// ---- extern calls: arguments as data (operands inline, sizes, numbers, none, strings, dtypes,
+// ---- torch constants, devices, nested lists, keyword arguments) and result positions.
+fusec.graph @extern_calls(%x : !fusec.tensor<[s0, 8], f32>, %w : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>) symbols(s0 in [2, inf]) {
+  %f = fusec.extern "aten.full.default"([s0, 8], -0.5, dtype = f32, layout = torch.strided, device = device, pin_memory = false) : () -> !fusec.tensor<[s0, 8], f32>
+  %c = fusec.extern "aten.empty.memory_format"([s0 - 1, 2*s0], dtype = bf16, device = device "cpu", memory_format = torch.channels_last) : () -> !fusec.tensor<[s0 - 1, 2*s0], bf16>
+  %a, %b = fusec.extern "aten.some_op.default"([%x, none, %x], %w, -inf, 1.0e-05, nan, true, "tanh", -s0 + 3) results [0, 2] : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>)
+  fusec.output %f, %a, %b : !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>
+}
+// CHECK-LABEL: fusec.graph @extern_calls
+// CHECK-NEXT: %f = fusec.extern "aten.full.default"([s0, 8], -0.5, dtype = f32, layout = torch.strided, device = device, pin_memory = false) : () -> !fusec.tensor<[s0, 8], f32>
+// CHECK-NEXT: %c = fusec.extern "aten.empty.memory_format"([s0 - 1, 2*s0], dtype = bf16, device = device "cpu", memory_format = torch.channels_last) : () -> !fusec.tensor<[s0 - 1, 2*s0], bf16>
+// CHECK-NEXT: %a, %b = fusec.extern "aten.some_op.default"([%x, none, %x], %w, -inf, 1.0e-05, nan, true, "tanh", 3 - s0) results [0, 2] : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>)
+// CHECK-NEXT: fusec.output %f, %a, %b : !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>
 // CHECK-NEXT: }
 // CHECK-NEXT: }

@@ -106,7 +106,7 @@ builtin.module {
     fusec.output %o : !fusec.tensor<[s0, s0], f32>
   }
   fusec.graph @mm_then_softmax_numerator(%x : !fusec.tensor<[s0, 16], f32>, %w : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[s0, 32], f32>) symbols(s0 in [1, inf]) {
-    %mm:1 = fusec.extern "aten.mm.default" (%x, %w) "T(0), T(1)" : (!fusec.tensor<[s0, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[s0, 32], f32>)
+    %mm:1 = fusec.extern "aten.mm.default"(%x, %w) : (!fusec.tensor<[s0, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[s0, 32], f32>)
     %m = fusec.reduce "max" %mm dims [1] keepdim : !fusec.tensor<[s0, 32], f32> -> !fusec.tensor<[s0, 1], f32>
     %d = fusec.pointwise "sub" %mm, %m : (!fusec.tensor<[s0, 32], f32>, !fusec.tensor<[s0, 1], f32>) -> !fusec.tensor<[s0, 32], f32>
     %e = fusec.pointwise "exp" %d : (!fusec.tensor<[s0, 32], f32>) -> !fusec.tensor<[s0, 32], f32>

@@ -53,7 +53,7 @@ builtin.module {
   fusec.graph @declines(%x : !fusec.tensor<[s0, 64], f32>, %w : !fusec.tensor<[64], f32>, %v : !fusec.tensor<[64, 64], f32>) -> (!fusec.tensor<[s0, 64], f32>, !fusec.tensor<[s0, 64], f32>) symbols(s0 in [1, inf]) {
     %w2 = fusec.pointwise "exp" %w : (!fusec.tensor<[64], f32>) -> !fusec.tensor<[64], f32>
     %a = fusec.pointwise "mul" %x, %w2 : (!fusec.tensor<[s0, 64], f32>, !fusec.tensor<[64], f32>) -> !fusec.tensor<[s0, 64], f32>
-    %mm:1 = fusec.extern "aten.mm.default" (%a, %v) "T(0), T(1)" : (!fusec.tensor<[s0, 64], f32>, !fusec.tensor<[64, 64], f32>) -> (!fusec.tensor<[s0, 64], f32>)
+    %mm:1 = fusec.extern "aten.mm.default"(%a, %v) : (!fusec.tensor<[s0, 64], f32>, !fusec.tensor<[64, 64], f32>) -> (!fusec.tensor<[s0, 64], f32>)
     %t = fusec.pointwise "tanh" %a : (!fusec.tensor<[s0, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
     fusec.output %mm, %t : !fusec.tensor<[s0, 64], f32>, !fusec.tensor<[s0, 64], f32>
   }
@@ -63,7 +63,7 @@ builtin.module {
   fusec.graph @extern_boundaries(%x : !fusec.tensor<[s0, 64], f32>, %v : !fusec.tensor<[s0, 64], f32>) -> (!fusec.tensor<[64, 64], f32>) symbols(s0 in [1, inf]) {
     %s = fusec.pointwise "sin" %x : (!fusec.tensor<[s0, 64], f32>) -> !fusec.tensor<[s0, 64], f32>
     %st = fusec.permute %s [1, 0] : !fusec.tensor<[s0, 64], f32> -> !fusec.tensor<[64, s0], f32, strides [1, 64]>
-    %mm:1 = fusec.extern "aten.mm.default" (%st, %v) "T(0), T(1)" : (!fusec.tensor<[64, s0], f32, strides [1, 64]>, !fusec.tensor<[s0, 64], f32>) -> (!fusec.tensor<[64, 64], f32>)
+    %mm:1 = fusec.extern "aten.mm.default"(%st, %v) : (!fusec.tensor<[64, s0], f32, strides [1, 64]>, !fusec.tensor<[s0, 64], f32>) -> (!fusec.tensor<[64, 64], f32>)
     %c = fusec.pointwise "cos" %mm : (!fusec.tensor<[64, 64], f32>) -> !fusec.tensor<[64, 64], f32>
     fusec.output %c : !fusec.tensor<[64, 64], f32>
   }

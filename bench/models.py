@@ -1,0 +1,223 @@
+"""Whole models from ``transformers`` through fusec and Inductor: correctness, fallbacks, kernels, time (GPU).
+
+    python bench/models.py [--models gpt2,bert,vit,resnet,llama] [--dtypes bf16,fp32] [--modes infer,train]
+                           [--backends fusec,inductor,inductor-combo] [--dynamic] [--calls 20] [--json out.json]
+
+Each (model, mode, dtype, backend) runs in a fresh process with empty compile
+caches, so the first call is a cold compile.  It reports: graphs that fell back
+to eager (fusec's "runs with torch" warnings), the largest error against eager
+(inference: the output, relative to its size; train: the loss and every
+parameter's gradient), the first call's time, kernels per call and their device
+time (CUDA profiler), and the wall time per call (a loop of calls).  With
+``--dynamic`` the model is compiled with ``dynamic=True`` and a second batch size
+runs through the same artifact (its recompiles are counted).
+Random weights, nothing downloaded.  Prints a Markdown table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+
+SIZES = {  # name -> (batch, length or image size), realistic but small enough for one GPU call
+    "gpt2": (4, 256), "bert": (8, 128), "vit": (16, 224), "resnet": (16, 224), "llama": (4, 256),
+}
+
+
+def build(name: str) -> tuple[torch.nn.Module, str]:
+    import transformers as T
+
+    if name == "gpt2":
+        cfg = T.GPT2Config(n_layer=6, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024,
+                           resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return T.GPT2LMHeadModel(cfg), "tokens"
+    if name == "bert":
+        cfg = T.BertConfig(num_hidden_layers=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return T.BertForMaskedLM(cfg), "tokens"
+    if name == "vit":
+        cfg = T.ViTConfig(hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
+                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return T.ViTModel(cfg), "images"
+    if name == "resnet":
+        cfg = T.ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic")
+        return T.ResNetModel(cfg), "images"
+    if name == "llama":
+        cfg = T.LlamaConfig(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, num_key_value_heads=4,
+                            intermediate_size=1376, vocab_size=32000, max_position_embeddings=1024)
+        return T.LlamaForCausalLM(cfg), "tokens"
+    raise SystemExit(f"unknown model {name}")
+
+
+def inputs(kind: str, batch: int, size: int, dtype, g) -> dict:
+    if kind == "tokens":
+        ids = torch.randint(0, 30000, (batch, size), generator=g).cuda()
+        return {"input_ids": ids, "labels": ids}
+    return {"pixel_values": torch.randn(batch, 3, size, size, generator=g).to("cuda", dtype)}
+
+
+def loss_of(out) -> torch.Tensor:
+    if getattr(out, "loss", None) is not None:
+        return out.loss
+    hidden = out.pooler_output if getattr(out, "pooler_output", None) is not None else out.last_hidden_state
+    return hidden.float().square().mean()
+
+
+def main_of(out) -> torch.Tensor:
+    for key in ("logits", "last_hidden_state", "pooler_output"):
+        v = getattr(out, key, None)
+        if v is not None:
+            return v
+    raise AssertionError("no output")
+
+
+def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.float() - want.float()).norm() / (want.float().norm() + 1e-12)).item()
+
+
+def profile_kernels(call) -> tuple[int, float]:
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return len(events), sum(e.device_time for e in events)
+
+
+def one(args) -> dict:
+    """One configuration, in this (fresh) process."""
+    torch.manual_seed(0)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    model, kind = build(args.model)
+    model = model.to("cuda", dtype).train(args.mode == "train")
+    batch, size = SIZES[args.model]
+    data = inputs(kind, batch, size, dtype, torch.Generator().manual_seed(1))
+    if args.mode == "infer":
+        data.pop("labels", None)
+
+    def run(m, d):
+        if args.mode == "infer":
+            with torch.no_grad():
+                return main_of(m(**d))
+        m.zero_grad(set_to_none=True)
+        loss = loss_of(m(**d))
+        loss.backward()
+        return loss.detach()
+
+    def grads(m):
+        return {n: p.grad.detach().clone() for n, p in m.named_parameters() if p.grad is not None}
+
+    want = run(model, data)
+    want_grads = grads(model) if args.mode == "train" else {}
+    compiled = model
+    if args.backend == "fusec":
+        compiled.compile(backend="fusec", dynamic=args.dynamic or None)
+    else:
+        import torch._inductor.config as ic
+
+        ic.combo_kernels = args.backend == "inductor-combo"
+        compiled.compile(dynamic=args.dynamic or None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        got = run(compiled, data)
+        torch.cuda.synchronize()
+        first = time.perf_counter() - start
+    fallbacks = [str(w.message) for w in caught if "runs with torch" in str(w.message)]
+    errors = [rel_error(got, want)]
+    if args.mode == "train":
+        got_grads = grads(compiled)
+        errors += [rel_error(got_grads[n], want_grads[n]) for n in want_grads if n in got_grads]
+        errors.append(float(len(set(want_grads) ^ set(got_grads))))  # a missing gradient counts as error 1+
+    kernels, device_us = profile_kernels(lambda: run(compiled, data))
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(args.calls):
+        run(compiled, data)
+    torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - start) / args.calls * 1e3
+    second = None
+    if args.dynamic:
+        counters = __import__("torch._dynamo.utils", fromlist=["counters"]).counters
+        before = sum(counters["stats"].values())
+        data2 = inputs(kind, batch // 2 or 1, size if kind == "images" else size // 2, dtype, torch.Generator().manual_seed(2))
+        if args.mode == "infer":
+            data2.pop("labels", None)
+        run(compiled, data2)
+        second = {"frames_after_second_size": sum(counters["stats"].values()) - before}
+    return {"model": args.model, "mode": args.mode, "dtype": args.dtype, "backend": args.backend, "dynamic": args.dynamic,
+            "fallbacks": fallbacks, "max_error": max(errors), "first_call_s": first, "kernels": kernels,
+            "device_us": device_us, "wall_ms": wall_ms, "second_size": second}
+
+
+def table(rows: list[dict]) -> str:
+    head = ["model", "mode", "dtype", "backend", "fallbacks", "max rel. error", "first call s", "kernels", "device µs", "wall ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['backend']} | failed: {r['error'][:80]} |")
+            continue
+        lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['backend']}{' dyn' if r['dynamic'] else ''} | "
+                     f"{len(r['fallbacks'])} | {r['max_error']:.1e} | {r['first_call_s']:.1f} | {r['kernels']} | "
+                     f"{r['device_us']:.0f} | {r['wall_ms']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--models", default="gpt2,bert,vit,resnet,llama")
+    p.add_argument("--dtypes", default="bf16,fp32")
+    p.add_argument("--modes", default="infer,train")
+    p.add_argument("--backends", default="fusec,inductor,inductor-combo")
+    p.add_argument("--dynamic", action="store_true")
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--json")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--mode", help=argparse.SUPPRESS)
+    p.add_argument("--dtype", help=argparse.SUPPRESS)
+    p.add_argument("--backend", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(one(args)))
+        return
+    rows = []
+    for model in args.models.split(","):
+        for mode in args.modes.split(","):
+            for dtype in args.dtypes.split(","):
+                for backend in args.backends.split(","):
+                    cmd = [sys.executable, __file__, "--one", "--model", model, "--mode", mode, "--dtype", dtype,
+                           "--backend", backend, "--calls", str(args.calls)] + (["--dynamic"] if args.dynamic else [])
+                    with tempfile.TemporaryDirectory() as cache:
+                        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "FUSEC_CACHE_DIR": cache,
+                               "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+                        try:
+                            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+                            result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                            row = json.loads(result[-1][7:]) if result else {
+                                "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+                        except subprocess.TimeoutExpired:
+                            row = {"error": f"timed out after {args.timeout} s"}
+                    row.update({k: v for k, v in {"model": model, "mode": mode, "dtype": dtype, "backend": backend}.items() if k not in row})
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
