@@ -8,7 +8,7 @@ import torch
 import triton
 
 from fusec import runtime
-from fusec.kernel_runner import KernelRunner, _current
+from fusec.runtime.kernel_runner import KernelRunner, _current
 
 SOURCE = '''# launch micro-benchmark kernel
 import triton

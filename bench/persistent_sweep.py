@@ -10,8 +10,8 @@ import argparse
 
 import torch
 
-from fusec import heuristics
-from fusec.shapes import next_power_of_2
+from fusec.analysis import heuristics
+from fusec.base.shapes import next_power_of_2
 from fusec.tools.benchmark import PROGRAMS, compiled, markdown_table, profile_call
 
 

@@ -20,7 +20,7 @@ broadcasting), ``fusec.constant`` (a 0-d value or a broadcast fill),
 ``fusec.symbolic`` (the value of a size expression, 0-d i64), ``fusec.reduce``,
 the views (``reshape``, ``permute``, ``expand``, ``slice``), ``fusec.cat``,
 ``fusec.index``, ``fusec.gather`` and ``fusec.extern`` (a torch call at run time,
-see ``fusec/externs.py``).
+see ``fusec.dialects.extern_calls``).
 
 Pointwise conversions, at both levels: the operands are converted to the result's
 element type before the function applies, except for the predicates
@@ -116,8 +116,8 @@ from xdsl.printer import Printer
 from xdsl.traits import HasCanonicalizationPatternsTrait, IsolatedFromAbove, IsTerminator, NoTerminator, Pure, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from fusec import shapes
-from fusec.shapes import ExprReader, print_expr
+from fusec.base import shapes
+from fusec.base.shapes import ExprReader, print_expr
 
 # ---------------------------------------------------------------- attributes
 
@@ -146,7 +146,7 @@ def _expr_reader(parser: AttrParser) -> ExprReader:
 
 
 def _parse_expr_tokens(parser: AttrParser) -> sympy.Expr:
-    """Read an integer expression from xDSL's token stream (grammar in fusec.shapes)."""
+    """Read an integer expression from xDSL's token stream (grammar in fusec.base.shapes)."""
     return _expr_reader(parser).expr()
 
 

@@ -18,17 +18,14 @@ keyword argument ``options``):
     aten graph, the imported IR, the IR after every pass, the remarks, the spec
     to replay it with ``fusec-opt``); default: ``$FUSEC_DUMP_DIR``.
 ``execute``
-    ``"triton"`` (generated kernels, through ``fusec.runtime``) or
-    ``"interpret"`` (the reference interpreter); default: triton where
-    ``fusec.runtime`` exists.
+    ``"triton"`` (generated kernels, through ``fusec.runtime``; default) or
+    ``"interpret"`` (the reference interpreter).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import importlib.util
 import itertools
 import re
 import warnings
@@ -41,9 +38,9 @@ import torch.fx
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
-from fusec import env, remarks
-from fusec.decompositions import fusec_decompositions
-from fusec.importer import ImportInfo, UnsupportedGraph, import_graph
+from fusec.base import env, remarks
+from fusec.frontend.decompositions import fusec_decompositions
+from fusec.frontend.importer import ImportInfo, UnsupportedGraph, import_graph
 
 EXECUTE_MODES = ("triton", "interpret")
 
@@ -56,7 +53,7 @@ class BackendOptionError(ValueError):
 class BackendOptions:
     pipeline: str | None = None  # spec or .pipeline file; None: the default pipeline
     dump_dir: Path | None = None  # None: $FUSEC_DUMP_DIR (read once, when the options are made)
-    execute: str | None = None  # None: triton where fusec.runtime exists, else interpret
+    execute: str = "triton"
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -72,7 +69,7 @@ class BackendOptions:
         if pipeline is not None and not isinstance(pipeline, str):
             raise BackendOptionError(f"fusec: option 'pipeline' must be a string (a spec or a .pipeline file), got {type(pipeline).__name__}")
         dump = options.get("dump_dir")
-        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute)
+        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton")
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -139,24 +136,21 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     return boxed_runner(info, make_executor(module, info, options.execute, dump, checks))
 
 
-def make_executor(module: ModuleOp, info: ImportInfo, execute: str | None = None, dump: Path | None = None,
+def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", dump: Path | None = None,
                   input_checks: str = "all") -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
     """How a compiled graph runs (graph inputs -> graph outputs): the one place that decides.
 
-    ``execute``: "triton", "interpret", or None for triton where fusec.runtime exists;
+    ``execute``: "triton" (generated kernels) or "interpret" (the reference interpreter);
     ``input_checks``: what the generated launcher checks of its inputs (``fusec.lowering.launcher.lower_graph``).
     """
-    if execute is None:
-        execute = "triton" if _runtime() is not None else "interpret"
     if execute == "triton":
-        runtime = _runtime()
-        if runtime is None:
-            raise BackendOptionError("fusec: execute='triton' needs fusec.runtime, which is not available; use execute='interpret'")
-        compiled = runtime.compile_module(module, info.size_hints, input_checks=input_checks)
+        from fusec.runtime import compile_module
+
+        compiled = compile_module(module, info.size_hints, input_checks=input_checks)
         if dump is not None:
             _dump_triton(compiled, dump)
         return compiled
-    from fusec import interpreter
+    from fusec.runtime import interpreter
 
     return functools.partial(interpreter.run, module)
 
@@ -190,14 +184,6 @@ def _dump_triton(compiled, dump: Path) -> None:
     (dump / "launcher.py").write_text(compiled.source)
     for kernel in compiled.kernels:
         (dump / f"{kernel.name}.py").write_text(kernel.source)
-
-
-def _runtime():
-    """fusec.runtime where it exists (it compiles modules to Triton), else None."""
-    if importlib.util.find_spec("fusec.runtime") is None:
-        return None
-    runtime = importlib.import_module("fusec.runtime")
-    return runtime if hasattr(runtime, "compile_module") else None
 
 
 def _eager(gm: torch.fx.GraphModule, name: str, reason: str, dump: Path | None):

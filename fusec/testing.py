@@ -10,7 +10,8 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from fusec import interpreter, remarks, shapes
+from fusec.runtime import interpreter
+from fusec.base import remarks, shapes
 from fusec.dialects.fusec import Fusec, GraphOp, KernelOp
 
 

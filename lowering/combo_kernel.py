@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import SSAValue
 
-from fusec import heuristics, shapes
+from fusec.analysis import heuristics
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds

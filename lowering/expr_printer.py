@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import sympy
 
-from fusec import shapes
+from fusec.base import shapes
 
 
 class _Printer:
@@ -32,7 +32,7 @@ class _Printer:
             return self.names[e.name]
         if isinstance(e, sympy.Add):
             terms = e.as_ordered_terms()
-            # A positive term first reads better: "s0 - 3", not "-3 + s0" (as fusec.shapes prints).
+            # A positive term first reads better: "s0 - 3", not "-3 + s0" (as fusec.base.shapes prints).
             terms = [t for t in terms if t.as_coeff_Mul()[0] > 0] + [t for t in terms if t.as_coeff_Mul()[0] < 0]
             out = self._factor(terms[0], in_sum=True)
             for t in terms[1:]:

@@ -10,7 +10,7 @@ returns the outputs.  Buffers are deleted after their last use.
 
 Per-call work is the generated lines themselves: no IR, no parsing, no sympy.
 Block sizes are literals when a kernel's domain is static; with a symbolic
-domain they come from ``fusec.heuristics`` for the actual sizes of the
+domain they come from ``fusec.analysis.heuristics`` for the actual sizes of the
 call (memoised; a persistent reduction must size RBLOCK to the actual row).
 """
 
@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from fusec import externs, heuristics, shapes
+from fusec.dialects import extern_calls as externs
+from fusec.analysis import heuristics
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
@@ -290,8 +292,7 @@ class _LauncherWriter:
         fn = "_" + target.replace(".", "_")
         self.externs[fn] = target
         operands = [externs.Code(self.names[v]) for v in op.inputs]
-        args, kwargs = externs.extern_arguments(op, operands, lambda e: externs.Code(self.py(e)), externs.Code("device"),
-                                                lambda d: externs.Code(f"torch.device({d!r})"))
+        args, kwargs = externs.extern_arguments(op, operands, lambda e: externs.Code(self.py(e)), externs.Code("device"))
         call = f"{fn}({', '.join([externs.source_of(a) for a in args] + [f'{k}={externs.source_of(v)}' for k, v in kwargs.items()])})"
         outs = [self.new_buffer(r) for r in op.outputs]
         returns = getattr(fn_object, "_schema", None)

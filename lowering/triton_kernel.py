@@ -42,11 +42,12 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.ir import Operation, SSAValue
 
-from fusec import heuristics, shapes
+from fusec.analysis import heuristics
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
-from fusec.shapes import value_range
+from fusec.base.shapes import value_range
 
 INT32_LIMIT = 2**31
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes

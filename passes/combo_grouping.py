@@ -16,9 +16,9 @@ the first that fails):
 * ``limit-max-subkernels`` / ``limit-max-args``: at most ``max-subkernels`` members and
   ``max-args`` pointer + size arguments in the combined kernel;
 * ``placement``: some position lies after every input of the group and before every user;
-* ``not-profitable``: the cost model (fusec.cost_model) says the launch saved outweighs the tail;
+* ``not-profitable``: the cost model (fusec.analysis.cost_model) says the launch saved outweighs the tail;
 * ``peak-memory``: peak memory never grows, for any sizes.  Liveness is by position in the block
-  (fusec.liveness).  At the chosen position every moment of the new order must hold a subset of
+  (fusec.analysis.liveness).  At the chosen position every moment of the new order must hold a subset of
   the buffers of a moment of the old order between the moved positions (no buffer's live range
   grew over another op, and the combo's moment holds no more than one old moment did); else its
   byte count, an expression over the size symbols, must be provably at most that of some old
@@ -44,10 +44,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec import remarks
-from fusec.cost_model import GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, parse_size_hints, resolve_size_hints
+from fusec.base import remarks
+from fusec.analysis.cost_model import GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, parse_size_hints, resolve_size_hints
 from fusec.dialects import fusec as F
-from fusec.liveness import moment_bytes, op_step, provably_at_most
+from fusec.analysis import timing
+from fusec.analysis.liveness import moment_bytes, op_step, provably_at_most
 from fusec.passes.combo_schedule import Node, Schedule, depends, graph_level, operands_of
 
 # Refusal codes, in the order the checks run: a later code means the kernel came closer to joining.
@@ -254,7 +255,12 @@ class _GraphGrouper:
             remarks.emit(self.o.name, "benchmark-skipped", "no CUDA device: the cost model's grouping stands",
                          *kernels, **self.hints.remark_data())
             return None
-        separate_us, combo_us = benchmark_timer()(kernels, self.hints)
+        timer = benchmark_timer()
+        if timer is None:
+            remarks.emit(self.o.name, "benchmark-skipped", "no kernel timer is registered (fusec's runtime is not loaded): "
+                         "the cost model's grouping stands", *kernels, **self.hints.remark_data())
+            return None
+        separate_us, combo_us = timer(kernels, self.hints)
         if combo_us < separate_us:
             return True
         remarks.emit(self.o.name, "benchmark-slower", f"the combo took {combo_us:.2f} us, its kernels alone {separate_us:.2f} us",
@@ -319,11 +325,6 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def benchmark_timer() -> Callable[[Sequence[F.KernelOp], SizeHints], tuple[float, float]]:
-    """The function timing kernels alone and as one combo, (separate_us, combo_us).
-
-    Imported only when benchmarking on a GPU: the lowering is otherwise no dependency of a pass.
-    """
-    from fusec.lowering.combo_benchmark import time_separate_and_combo
-
-    return time_separate_and_combo
+def benchmark_timer() -> timing.GroupTimer | None:
+    """The function timing kernels alone and as one combo, (separate_us, combo_us): the pipeline driver registers it."""
+    return timing.group_timer()

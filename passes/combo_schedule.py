@@ -3,7 +3,7 @@
 Each node of a ``Schedule`` is a graph-level op or the kernels of a forming group,
 contracted into one node (so a later group can never close a dependence cycle
 through an earlier one).  Dependences are ancestor bit sets; liveness is by
-position (fusec.liveness) as bit masks over the graph's buffers, with an
+position (fusec.analysis.liveness) as bit masks over the graph's buffers, with an
 incremental form for "move two nodes into one at another slot".
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.ir import Operation, SSAValue
 
-from fusec.cost_model import KernelCost, SizeHints, buffer_bytes
+from fusec.analysis.cost_model import KernelCost, SizeHints, buffer_bytes
 from fusec.dialects import fusec as F
-from fusec.liveness import Step, live_intervals, live_masks, moment_bytes, op_step, storage_root
+from fusec.analysis.liveness import Step, live_intervals, live_masks, moment_bytes, op_step, storage_root
 
 
 @dataclass(eq=False)

@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from fusec import remarks
+from fusec.base import remarks
 from fusec.dialects import fusec as F
 
 

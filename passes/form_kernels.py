@@ -21,7 +21,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
-from fusec import shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index
 

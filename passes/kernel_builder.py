@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sympy
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from fusec import shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 
 # Stands for a run-time index (a gather's loaded value) while views are folded.

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 
 import sympy
 
-from fusec import shapes
-from fusec.shapes import FloorDiv
+from fusec.base import shapes
+from fusec.base.shapes import FloorDiv
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
 

@@ -28,8 +28,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
-from fusec import remarks
-from fusec.remarks import describe
+from fusec.base import remarks
+from fusec.base.remarks import describe
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import substitute
 

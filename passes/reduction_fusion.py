@@ -41,12 +41,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
-from fusec import shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, equal, flat_maps, same_index, simplify_in_domain, substitute
 from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, install_within_limits, loads_of, stores_by_output
-from fusec.remarks import describe
-from fusec.shapes import print_expr
+from fusec.base.remarks import describe
+from fusec.base.shapes import print_expr
 
 PASS = "reduction-fusion"
 Decline = tuple[str, str]  # (remark code, message)

@@ -44,12 +44,12 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
-from fusec import remarks
+from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, substitute
 from fusec.passes.kernel_merge import BodyBuilder
-from fusec.remarks import describe
-from fusec.shapes import FloorDiv, print_expr, value_range
+from fusec.base.remarks import describe
+from fusec.base.shapes import FloorDiv, print_expr, value_range
 
 PASS = "split-reductions"
 COMBINABLE = ("sum", "prod", "max", "min", "any", "all")  # partials combine with the same reduction

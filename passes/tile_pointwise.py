@@ -46,10 +46,11 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
-from fusec import heuristics, remarks
+from fusec.analysis import heuristics
+from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, simplify_in_domain
-from fusec.shapes import FloorDiv, print_expr
+from fusec.base.shapes import FloorDiv, print_expr
 
 PASS = "tile-pointwise"
 MAX_IDLE_LANES = 1 / 8  # a broadcast alone is not worth a tile with more idle lanes than this

@@ -41,13 +41,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
-from fusec import shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, covers_domain, equal
 from fusec.passes.kernel_merge import (BodyBuilder, Declines, Graph, Worklist, body_size, describe_user,
                                        install_within_limits, loads_of, stores_by_output)
-from fusec.shapes import print_expr
-from fusec.remarks import describe
+from fusec.base.shapes import print_expr
+from fusec.base.remarks import describe
 
 PASS = "vertical-fusion"
 

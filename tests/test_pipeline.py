@@ -7,7 +7,7 @@ import pytest
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
-from fusec import remarks
+from fusec.base import remarks
 from fusec.pipeline import (
     DEFAULT_PIPELINE_FILE,
     PipelineError,

@@ -2,7 +2,7 @@
 
 import json
 
-from fusec.remarks import Remark, RemarkLog
+from fusec.base.remarks import Remark, RemarkLog
 
 
 def test_settle_marks_remarks_whose_kernels_are_all_gone():

@@ -1,8 +1,8 @@
 import pytest
 import sympy
 
-from fusec import shapes
-from fusec.shapes import ExprSyntaxError, parse_expr, print_expr
+from fusec.base import shapes
+from fusec.base.shapes import ExprSyntaxError, parse_expr, print_expr
 
 X = shapes.index_symbol("x")
 

@@ -192,7 +192,7 @@ def test_options_default_to_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSEC_DUMP_DIR", str(tmp_path))
     assert BackendOptions.from_dict(None).dump_dir == tmp_path
     assert BackendOptions.from_dict({"dump_dir": str(tmp_path / "x")}).dump_dir == tmp_path / "x"
-    assert BackendOptions.from_dict({}).execute is None  # make_executor picks triton where the runtime exists
+    assert BackendOptions.from_dict({}).execute == "triton"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert BackendOptions.from_dict({}).pipeline_spec().startswith("form-kernels")

@@ -89,7 +89,7 @@ def test_combos_do_not_raise_peak_memory(program):
 
 @pytest.mark.parametrize("program", ["seed", "sgd16"])
 def test_benchmark_option_times_each_group_on_the_gpu(program, tmp_path):
-    """combo-grouping{benchmark=true}: each group is timed both ways (fusec.lowering.combo_benchmark); the result
+    """combo-grouping{benchmark=true}: each group is timed both ways (fusec.runtime.combo_benchmark); the result
     still matches eager, and a group the timing finds slower is split with a benchmark-slower remark."""
     import json
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fusec.decompositions import NOT_EQUIVALENT, fusec_decompositions
+from fusec.frontend.decompositions import NOT_EQUIVALENT, fusec_decompositions
 
 aten = torch.ops.aten
 

@@ -203,7 +203,7 @@ def subject(unit) -> str:
 
 
 def remark_text(r: dict) -> str:
-    """The line ``fusec-opt --remarks`` prints for a remark of remarks.json (fusec.remarks.Remark.__str__)."""
+    """The line ``fusec-opt --remarks`` prints for a remark of remarks.json (fusec.base.remarks.Remark.__str__)."""
     about = f" [{', '.join(r['subjects'])}]" if r["subjects"] else ""
     return f"remark: {r['pass_name']}: {r['code']}: {r['message']}{about}"
 

@@ -73,9 +73,9 @@ def compile_for_hopper(kernel_op: F.KernelOp, lowered, xnumel: int = 64, rnumel:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from fusec.runtime import load_kernel
+    from fusec.runtime.kernel_cache import load_kernel
 
-    fn = load_kernel(lowered, interpret=False)
+    fn = load_kernel(lowered.source, lowered.name, interpret=False)
     buffers = list(kernel_op.inputs) + list(kernel_op.outputs)
     signature = {name: _POINTER_TYPES[F.dtype_name(b.type.element_type)] for name, b in zip(fn.arg_names, buffers)}
     constants = {}

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from fusec import interpreter
+from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.lowering.combo_kernel import lower_combo
 from fusec.lowering.triton_kernel import LoweringOptions
@@ -189,8 +189,8 @@ def test_other_dtypes(dtype):
 
 
 def test_benchmark_launches_compute_the_same_both_ways():
-    from fusec.cost_model import SizeHints
-    from fusec.lowering.combo_benchmark import benchmark_launches, time_separate_and_combo
+    from fusec.analysis.cost_model import SizeHints
+    from fusec.runtime.combo_benchmark import benchmark_launches, time_separate_and_combo
 
     module = parse(seed_graph("s0", "s0 in [1, inf]"))
     apply_passes(module, FormKernels())
@@ -214,8 +214,8 @@ def test_benchmark_timing_works_inside_a_fake_tensor_mode():
     the timing must still allocate real buffers and launch (found on the H100: data_ptr of a FakeTensor)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from fusec.cost_model import SizeHints
-    from fusec.lowering.combo_benchmark import time_separate_and_combo
+    from fusec.analysis.cost_model import SizeHints
+    from fusec.runtime.combo_benchmark import time_separate_and_combo
 
     module = parse(seed_graph("4"))
     apply_passes(module, FormKernels())

@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 import torch
 
-from fusec import interpreter
+from fusec.runtime import interpreter
 from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.form_kernels import FormKernels
 from fusec.runtime import compile_module

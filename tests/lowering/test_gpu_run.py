@@ -11,7 +11,7 @@ import test_triton_kernel as cases
 import torch
 from kernel_cases import LOOPED, PERSISTENT
 
-from fusec import interpreter
+from fusec.runtime import interpreter
 from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.form_kernels import FormKernels
 from fusec.runtime import compile_module

@@ -6,7 +6,8 @@ from kernel_cases import randn
 from test_runtime import _source
 
 from fusec import runtime
-from fusec.kernel_runner import KernelRunner, int_class
+from fusec.runtime import kernel_cache
+from fusec.runtime.kernel_runner import KernelRunner, int_class
 from fusec.testing import parse
 
 
@@ -34,7 +35,7 @@ def test_the_key_holds_only_what_can_vary_at_the_launch_site():
 
 
 def test_under_the_interpreter_a_launch_goes_through_triton():
-    module = runtime.load_kernel_module(_source("runner interpreter"), interpret=True)
+    module = kernel_cache.load_kernel_module(_source("runner interpreter"), interpret=True)
     runner = KernelRunner(module.double, interpret=True, checked=[0], ints=[2])
     a = randn(10)
     out = torch.empty(10)
@@ -48,7 +49,7 @@ def test_under_the_interpreter_a_launch_goes_through_triton():
 @pytest.mark.parametrize("n", [1, 16, 17, 1000])
 @pytest.mark.parametrize("offset", [0, 1])
 def test_on_the_gpu_each_key_holds_the_kernel_triton_picks(n, offset):
-    module = runtime.load_kernel_module(_source("runner gpu"), interpret=False)
+    module = kernel_cache.load_kernel_module(_source("runner gpu"), interpret=False)
     runner = KernelRunner(module.double, interpret=False, checked=[0], ints=[2])
     base = randn(n + 1, seed=n).cuda()
     a = base[offset:offset + n]  # offset 1: a pointer 4 bytes past 16-byte alignment
@@ -85,7 +86,7 @@ class _FakeJit:
 
 
 def test_constexprs_chosen_per_call_are_part_of_the_key(monkeypatch):
-    monkeypatch.setattr("fusec.kernel_runner._driver_calls", (lambda: 0, lambda device: 0))
+    monkeypatch.setattr("fusec.runtime.kernel_runner._driver_calls", (lambda: 0, lambda device: 0))
     jit = _FakeJit()
     runner = KernelRunner(jit, interpret=False, ints=[1], chosen=[2])  # (pointer, n, XBLOCK)
     a = _Pointer(16)

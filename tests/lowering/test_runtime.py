@@ -8,6 +8,7 @@ import triton
 from kernel_cases import ROW_SUM_TEXT, compile_text, randn
 
 from fusec import runtime
+from fusec.runtime import kernel_cache
 
 
 def _source(tag: str) -> str:
@@ -27,8 +28,8 @@ def double(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
 def test_sources_are_cached_by_hash_in_the_configured_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path))
     source = _source("cache folder")
-    path = runtime.kernel_file(source)
-    assert path.parent == tmp_path / "kernels" and path.name == f"fusec_{runtime.source_hash(source)}.py"
+    path = kernel_cache.kernel_file(source)
+    assert path.parent == tmp_path / "kernels" and path.name == f"fusec_{kernel_cache.source_hash(source)}.py"
     assert path.read_text() == source
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
 
@@ -36,11 +37,11 @@ def test_sources_are_cached_by_hash_in_the_configured_folder(tmp_path, monkeypat
 def test_a_corrupt_cache_entry_is_rewritten(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path))
     source = _source("corrupt entry")
-    path = runtime.kernel_file(source)
+    path = kernel_cache.kernel_file(source)
     path.write_text(source[:40])  # truncated, as by a crash of an older writer
-    assert runtime.kernel_file(source) == path and path.read_text() == source
+    assert kernel_cache.kernel_file(source) == path and path.read_text() == source
     path.write_bytes(b"\xff\xfe not text")
-    module = runtime.load_kernel_module(source, interpret=True)
+    module = kernel_cache.load_kernel_module(source, interpret=True)
     a = randn(10)
     out = torch.empty(10)
     module.double[(1,)](a, out, 10, XBLOCK=16)
@@ -49,10 +50,10 @@ def test_a_corrupt_cache_entry_is_rewritten(tmp_path, monkeypatch):
 
 def test_each_mode_loads_a_source_once():
     source = _source("modes")
-    interp = runtime.load_kernel_module(source, interpret=True)
-    gpu = runtime.load_kernel_module(source, interpret=False)  # decorating needs no GPU
-    assert runtime.load_kernel_module(source, interpret=True) is interp
-    assert runtime.load_kernel_module(source, interpret=False) is gpu
+    interp = kernel_cache.load_kernel_module(source, interpret=True)
+    gpu = kernel_cache.load_kernel_module(source, interpret=False)  # decorating needs no GPU
+    assert kernel_cache.load_kernel_module(source, interpret=True) is interp
+    assert kernel_cache.load_kernel_module(source, interpret=False) is gpu
     assert type(interp.double).__name__ == "InterpretedFunction"
     assert type(gpu.double).__name__ == "JITFunction"
 
@@ -60,11 +61,11 @@ def test_each_mode_loads_a_source_once():
 def test_the_interpreter_switch_restores_triton_and_the_environment(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     before = triton.knobs.runtime.interpret
-    with runtime.triton_interpret(True):
+    with kernel_cache.triton_interpret(True):
         assert triton.knobs.runtime.interpret and os.environ["TRITON_INTERPRET"] == "1"
     assert triton.knobs.runtime.interpret == before and "TRITON_INTERPRET" not in os.environ
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    with runtime.triton_interpret(True):
+    with kernel_cache.triton_interpret(True):
         pass
     assert os.environ["TRITON_INTERPRET"] == "0"
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 from kernel_cases import compile_for_hopper, compile_text, kernel_module, only_kernel, randn
 
-from fusec import heuristics, interpreter
+from fusec.analysis import heuristics
+from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import lower_graph
 from fusec.lowering.triton_kernel import lower_kernel
@@ -167,7 +168,7 @@ def test_tiled_config_is_square_ish_powers_of_two(xnumel, rnumel):
 
 
 def test_the_cost_model_counts_a_program_per_tile():
-    from fusec.cost_model import SizeHints, block_shape, kernel_cost
+    from fusec.analysis.cost_model import SizeHints, block_shape, kernel_cost
 
     kernel = next(op for op in _tiled_module("transpose-add").walk() if isinstance(op, F.KernelOp))
     hints = SizeHints({"s0": 1000, "s1": 300})

@@ -1,4 +1,4 @@
-"""Kernel-level IR -> Triton, run under Triton's interpreter, compared with torch eager and fusec.interpreter."""
+"""Kernel-level IR -> Triton, run under Triton's interpreter, compared with torch eager and fusec.runtime.interpreter."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from kernel_cases import LOOPED, PERSISTENT, compile_text, kernel_module, only_kernel, randn
 
-from fusec import interpreter
+from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.lowering.triton_kernel import LoweringOptions, lower_kernel
 from fusec.testing import parse

@@ -5,10 +5,11 @@ import random
 import pytest
 import torch
 
-from fusec import interpreter, remarks
-from fusec.cost_model import DEFAULT_SIZE_HINT
+from fusec.runtime import interpreter
+from fusec.base import remarks
+from fusec.analysis.cost_model import DEFAULT_SIZE_HINT
 from fusec.dialects import fusec as F
-from fusec.liveness import peak_memory_estimate
+from fusec.analysis.liveness import peak_memory_estimate
 from fusec.passes import combo_grouping
 from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels

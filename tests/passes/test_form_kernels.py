@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from fusec import interpreter
+from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs

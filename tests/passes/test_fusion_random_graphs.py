@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from fusec import interpreter, remarks
+from fusec.runtime import interpreter
+from fusec.base import remarks
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.reduction_fusion import ReductionFusion
 from fusec.passes.vertical_fusion import VerticalFusion

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fusec import remarks
+from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.passes.expect_fused import ExpectFused, ExpectFusedError
 from fusec.passes.form_kernels import FormKernels

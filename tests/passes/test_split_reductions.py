@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from fusec import interpreter, remarks
+from fusec.runtime import interpreter
+from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.reduction_fusion import ReductionFusion
@@ -11,7 +12,7 @@ from fusec.passes.split_reductions import SplitReductions, size_range
 from fusec.passes.vertical_fusion import VerticalFusion
 from fusec.registry import PASSES
 from fusec.runtime import compile_module
-from fusec.shapes import parse_expr, print_expr
+from fusec.base.shapes import parse_expr, print_expr
 from fusec.testing import apply_passes, assert_same_results, graph_text, kernels, parse, print_ir, random_inputs, tensor_type
 
 TOL = dict(atol=1e-4, rtol=1e-4)  # the split sums in another order

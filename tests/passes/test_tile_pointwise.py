@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import sympy
 
-from fusec import interpreter, remarks, shapes
+from fusec.runtime import interpreter
+from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.kernel_index import R, X
 from fusec.passes.tile_pointwise import TilePointwise, divides, split_x, stride
-from fusec.shapes import FloorDiv
+from fusec.base.shapes import FloorDiv
 from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
 
 FILECHECK = Path(__file__).parents[1] / "filecheck" / "passes" / "tile-pointwise.mlir"

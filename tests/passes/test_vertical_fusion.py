@@ -2,7 +2,7 @@
 
 import pytest
 
-from fusec import interpreter
+from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.vertical_fusion import VerticalFusion

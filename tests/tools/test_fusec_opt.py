@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from fusec import remarks
+from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.registry import PASSES
 from fusec.tools import fusec_opt

@@ -1,16 +1,12 @@
-"""Running compiled graphs: kernel modules loaded once per source, launchers, the interpreter switch.
-
-``compile_module(module, size_hints)`` lowers a graph (after form-kernels) to
-Triton kernel sources and a launcher, and returns a ``CompiledGraph``: call it
-with a list of tensors.  On CUDA tensors kernels run compiled by Triton; on CPU
-tensors they run under Triton's interpreter.  Both versions of a kernel can live
-in one process: each kernel source is loaded as a module once per mode.
+"""Kernel sources as Python modules: cached on disk by hash, loaded once per (source, mode).
 
 Kernel sources are cached by the sha256 of their text, in memory and on disk
 (``$FUSEC_CACHE_DIR``, else ``~/.cache/fusec``): ``triton.jit`` reads a kernel's
 source through ``inspect``, so it must come from a real file.  Files are written
 to a temporary name and renamed into place (atomic); a file whose content does
-not hash to its name is rewritten.
+not hash to its name is rewritten.  On CUDA tensors kernels run compiled by
+Triton; on CPU tensors under Triton's interpreter (patched here where it differs
+from the GPU), and both versions of a kernel can live in one process.
 """
 
 from __future__ import annotations
@@ -23,22 +19,15 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-import torch
 import triton
-from xdsl.dialects.builtin import ModuleOp
 
-from fusec import env
-from fusec.dialects import fusec as F
-from fusec.kernel_runner import KernelRunner
-from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
-from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
+from fusec.base import env
 
 def cache_dir() -> Path:
-    """Where kernel sources are cached (``$FUSEC_CACHE_DIR``, read by fusec.env, the one place for variables)."""
+    """Where kernel sources are cached (``$FUSEC_CACHE_DIR``, read by fusec.base.env, the one place for variables)."""
     return env.cache_dir()
 
 
@@ -183,85 +172,6 @@ def load_kernel_module(source: str, interpret: bool) -> ModuleType:
         return module
 
 
-def load_kernel(kernel: TritonKernel, interpret: bool):
-    """The ``@triton.jit`` function of a lowered kernel."""
-    return getattr(load_kernel_module(kernel.source, interpret), kernel.name)
-
-
-# ---------------------------------------------------------------- graphs
-
-
-class CompiledGraph:
-    """A graph ready to run: ``compiled(inputs) -> outputs`` (lists of tensors)."""
-
-    def __init__(self, launcher: Launcher, default_device: torch.device | None = None):
-        self.launcher = launcher
-        self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self._calls: dict[bool, object] = {}
-
-    @property
-    def kernels(self) -> tuple[TritonKernel, ...]:
-        return self.launcher.kernels
-
-    @property
-    def source(self) -> str:
-        return self.launcher.source
-
-    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        interpret = not inputs[0].is_cuda if inputs else self.default_device.type != "cuda"
-        call = self._calls.get(interpret)
-        if call is None:
-            call = self._build(interpret)
-        return call(inputs)
-
-    def _build(self, interpret: bool):
-        """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
-        from fusec.externs import resolve_target
-
-        namespace = runtime_globals()
-        namespace["_default_device"] = self.default_device
-        keys = {name: positions for name, *positions in self.launcher.launch_keys}
-        for k in self.launcher.kernels:
-            namespace[k.name] = KernelRunner(load_kernel(k, interpret), interpret, *keys.get(k.name, ()))
-        for name, target in self.launcher.externs:
-            namespace[name] = resolve_target(target)
-        filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
-        linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
-        exec(compile(self.launcher.source, filename, "exec"), namespace)
-        call = namespace["call"]
-        if interpret:
-            call = _quiet_numpy(call)
-        self._calls[interpret] = call
-        return call
-
-
-def _quiet_numpy(call):
-    """Masked-off lanes compute too (log(0) in a padded row): under the interpreter numpy would warn."""
-    import numpy as np
-
-    def quiet(inputs):
-        with np.errstate(all="ignore"):
-            return call(inputs)
-
-    return quiet
-
-
-def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
-    if isinstance(module, F.GraphOp):
-        return module
-    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp) and (name is None or op.sym_name.data == name)]
-    if len(graphs) != 1:
-        raise ValueError(f"expected one fusec.graph{f' named @{name}' if name else ''} in the module, found {len(graphs)}")
-    return graphs[0]
-
-
-def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
-                   graph_name: str | None = None, options: LoweringOptions = LoweringOptions(),
-                   input_checks: str = "all") -> CompiledGraph:
-    """Lower a graph after form-kernels (and any fusion) to Triton and a launcher.
-
-    ``size_hints`` gives an example value per size symbol; the code works for every
-    size the symbols' bounds admit, hints only steer choices that are safe anyway.
-    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``).
-    """
-    return CompiledGraph(lower_graph(find_graph(module, graph_name), size_hints, options, input_checks))
+def load_kernel(source: str, name: str, interpret: bool):
+    """The ``@triton.jit`` function ``name`` of a kernel module's ``source``."""
+    return getattr(load_kernel_module(source, interpret), name)

@@ -26,9 +26,9 @@ import torch.fx
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from fusec import shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.importer import GraphImporter, SymFloat, UnsupportedGraph, torch_dtype
+from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, torch_dtype
 
 
 class Decline(Exception):
@@ -54,7 +54,7 @@ class Call:
         return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
 
 
-Lowering = Callable[[GraphImporter, Call], object]
+Lowering = Callable[[GraphBuilder, Call], object]
 TABLE: dict[str, Lowering] = {}
 
 # Library calls and random numbers run as torch calls by design: no remark.
@@ -67,7 +67,7 @@ DESIGNED_EXTERNS = {
 }
 
 
-def lower_call(imp: GraphImporter, node: torch.fx.Node):
+def lower_call(imp: GraphBuilder, node: torch.fx.Node):
     """The imported value of one aten call (an SSA value, a tuple of them, ...)."""
     target = node.target
     key = f"{target._opname}.{target._overloadname}"
@@ -100,7 +100,7 @@ def lower_call(imp: GraphImporter, node: torch.fx.Node):
     return imp.extern(reason=reason)
 
 
-def _ops_after(imp: GraphImporter, before) -> list:
+def _ops_after(imp: GraphBuilder, before) -> list:
     op = imp.block.first_op if before is None else before.next_op
     ops = []
     while op is not None:
@@ -187,7 +187,7 @@ def scalar_type(fn: str, operands: Sequence, out: F.TensorType) -> Attribute:
     return F.ELEMENT_TYPES[str(dtype).removeprefix("torch.")]
 
 
-def pointwise_call(imp: GraphImporter, fn: str, operands: Sequence, out: F.TensorType | None = None) -> SSAValue:
+def pointwise_call(imp: GraphBuilder, fn: str, operands: Sequence, out: F.TensorType | None = None) -> SSAValue:
     out = out or _contiguous(imp.result_type())
     st = scalar_type(fn, operands, out)
     return imp.pointwise(fn, [imp.tensor(v, st) for v in operands], out)
@@ -204,7 +204,7 @@ for _name, _fn in ALIASES.items():
 
 
 def _binary(fn: str) -> Lowering:
-    def lower(imp: GraphImporter, c: Call) -> SSAValue:
+    def lower(imp: GraphBuilder, c: Call) -> SSAValue:
         other = c.args.get("other", c.args.get("exponent"))
         alpha = c.args.get("alpha", 1)
         if not (isinstance(alpha, (int, float)) and alpha == 1):
@@ -224,7 +224,7 @@ TABLE["min.other"] = _binary("minimum")
 
 
 @lowers("div")
-def _div(imp: GraphImporter, c: Call) -> SSAValue:
+def _div(imp: GraphBuilder, c: Call) -> SSAValue:
     mode = c.args.get("rounding_mode")
     a, b = c["self"], c["other"]
     if mode is None:
@@ -238,13 +238,13 @@ def _div(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("logical_xor")
-def _logical_xor(imp: GraphImporter, c: Call) -> SSAValue:
+def _logical_xor(imp: GraphBuilder, c: Call) -> SSAValue:
     a, b = (imp.convert(imp.tensor(v, F.BOOL), F.BOOL) for v in (c["self"], c["other"]))
     return imp.pointwise("ne", [a, b], _contiguous(imp.result_type()))
 
 
 @lowers("clamp", "clamp_min", "clamp_max")
-def _clamp(imp: GraphImporter, c: Call) -> SSAValue:
+def _clamp(imp: GraphBuilder, c: Call) -> SSAValue:
     out = _contiguous(imp.result_type())
     lo, hi = c.args.get("min"), c.args.get("max")
     if lo is None and hi is None:
@@ -261,7 +261,7 @@ def _clamp(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("where")
-def _where(imp: GraphImporter, c: Call) -> SSAValue:
+def _where(imp: GraphBuilder, c: Call) -> SSAValue:
     out = _contiguous(imp.result_type())
     cond = c["condition"]
     if not isinstance(cond, SSAValue):
@@ -271,7 +271,7 @@ def _where(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("_to_copy", "prims.convert_element_type.default")
-def _to_copy(imp: GraphImporter, c: Call) -> SSAValue:
+def _to_copy(imp: GraphBuilder, c: Call) -> SSAValue:
     src = c.input_meta()
     if c.args.get("layout") not in (None, torch.strided) or (src is not None and src.device != imp.meta.device):
         raise Decline("it changes the device or the layout")
@@ -283,17 +283,17 @@ def _to_copy(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("clone", "lift_fresh_copy")
-def _clone(imp: GraphImporter, c: Call) -> SSAValue:
+def _clone(imp: GraphBuilder, c: Call) -> SSAValue:
     return imp.pointwise("identity", [c["self"]], _contiguous(imp.result_type()))
 
 
 @lowers("alias", "detach", "lift_fresh")
-def _alias(imp: GraphImporter, c: Call):
+def _alias(imp: GraphBuilder, c: Call):
     return c["self"]  # the same values: the functional IR has no identity to keep
 
 
 @lowers("copy")
-def _copy(imp: GraphImporter, c: Call) -> SSAValue:
+def _copy(imp: GraphBuilder, c: Call) -> SSAValue:
     out = _contiguous(imp.result_type())
     src = c["src"]
     if list(src.type.dims) != list(out.dims):
@@ -304,7 +304,7 @@ def _copy(imp: GraphImporter, c: Call) -> SSAValue:
 # ---------------------------------------------------------------- constants
 
 
-def _filled(imp: GraphImporter, value) -> SSAValue:
+def _filled(imp: GraphBuilder, value) -> SSAValue:
     out = _contiguous(imp.result_type())
     if isinstance(value, (bool, int, float)):
         return imp.constant(value, out)
@@ -315,34 +315,34 @@ def _filled(imp: GraphImporter, value) -> SSAValue:
 
 
 @lowers("full", "full_like", "new_full")
-def _full(imp: GraphImporter, c: Call) -> SSAValue:
+def _full(imp: GraphBuilder, c: Call) -> SSAValue:
     return _filled(imp, c["fill_value"])
 
 
 @lowers("scalar_tensor")
-def _scalar_tensor(imp: GraphImporter, c: Call) -> SSAValue:
+def _scalar_tensor(imp: GraphBuilder, c: Call) -> SSAValue:
     return _filled(imp, c["s"])
 
 
 @lowers("fill")
-def _fill(imp: GraphImporter, c: Call) -> SSAValue:
+def _fill(imp: GraphBuilder, c: Call) -> SSAValue:
     return _filled(imp, c["value"])
 
 
 @lowers("zeros", "zeros_like", "new_zeros", "empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided")
-def _zeros(imp: GraphImporter, c: Call) -> SSAValue:
+def _zeros(imp: GraphBuilder, c: Call) -> SSAValue:
     return _filled(imp, 0)  # an empty tensor's contents are unspecified: zeros will do
 
 
 @lowers("ones", "ones_like", "new_ones")
-def _ones(imp: GraphImporter, c: Call) -> SSAValue:
+def _ones(imp: GraphBuilder, c: Call) -> SSAValue:
     return _filled(imp, 1)
 
 
 # ---------------------------------------------------------------- reductions
 
 
-def reduce(imp: GraphImporter, kind: str, x: SSAValue, dims: list[int], keepdim: bool, out: F.TensorType) -> SSAValue:
+def reduce(imp: GraphBuilder, kind: str, x: SSAValue, dims: list[int], keepdim: bool, out: F.TensorType) -> SSAValue:
     """fusec.reduce with torch's result dtype (sum of ints gives int64, any of uint8 gives uint8...)."""
     natural = F.I64 if kind in ("argmax", "argmin") else F.BOOL if kind in ("any", "all") else out.element_type
     if kind in ("sum", "prod"):
@@ -357,7 +357,7 @@ def reduce(imp: GraphImporter, kind: str, x: SSAValue, dims: list[int], keepdim:
 
 
 def _reduction(kind: str, dim_arg: str | None = "dim") -> Lowering:
-    def lower(imp: GraphImporter, c: Call) -> SSAValue:
+    def lower(imp: GraphBuilder, c: Call) -> SSAValue:
         x = c["self"]
         dims = _dims_list(c.args.get(dim_arg) if dim_arg else None, x.type.rank)
         return reduce(imp, kind, x, dims, bool(c.args.get("keepdim", False)), _contiguous(imp.result_type()))
@@ -372,7 +372,7 @@ TABLE["min.default"] = _reduction("min", None)
 
 
 @lowers("max.dim", "min.dim")
-def _max_dim(imp: GraphImporter, c: Call) -> tuple[SSAValue, SSAValue]:
+def _max_dim(imp: GraphBuilder, c: Call) -> tuple[SSAValue, SSAValue]:
     kind = "max" if c.node.target._opname == "max" else "min"
     x, keepdim = c["self"], bool(c.args.get("keepdim", False))
     dims = _dims_list(c["dim"], x.type.rank)
@@ -382,7 +382,7 @@ def _max_dim(imp: GraphImporter, c: Call) -> tuple[SSAValue, SSAValue]:
 
 
 @lowers("argmax", "argmin")
-def _argmax(imp: GraphImporter, c: Call) -> SSAValue:
+def _argmax(imp: GraphBuilder, c: Call) -> SSAValue:
     kind, x = c.node.target._opname, c["self"]
     out = _contiguous(imp.result_type())
     keepdim = bool(c.args.get("keepdim", False))
@@ -395,7 +395,7 @@ def _argmax(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("mean")
-def _mean(imp: GraphImporter, c: Call) -> SSAValue:
+def _mean(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     out = _contiguous(imp.result_type())
     dims = _dims_list(c.args.get("dim"), x.type.rank)
@@ -413,7 +413,7 @@ def _view_type(x: SSAValue, dims: Sequence[sympy.Expr], strides: Sequence[sympy.
     return F.TensorType(dims, x.type.element_type, strides)
 
 
-def reshape(imp: GraphImporter, x: SSAValue, dims: Sequence[sympy.Expr], meta_layout: F.TensorType | None = None) -> SSAValue:
+def reshape(imp: GraphBuilder, x: SSAValue, dims: Sequence[sympy.Expr], meta_layout: F.TensorType | None = None) -> SSAValue:
     """A reshape to ``dims``: contiguous in, contiguous out; otherwise torch's strides from the meta."""
     if list(x.type.dims) == list(dims) and x.type.is_contiguous:
         return x
@@ -423,7 +423,7 @@ def reshape(imp: GraphImporter, x: SSAValue, dims: Sequence[sympy.Expr], meta_la
 
 @lowers("view", "_unsafe_view", "reshape", "_reshape_alias", "view_copy", "squeeze", "unsqueeze", "flatten",
         "unflatten", "squeeze_copy", "unsqueeze_copy")
-def _reshape(imp: GraphImporter, c: Call) -> SSAValue:
+def _reshape(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     meta = imp.result_type(layout=True)
     if list(x.type.dims) == list(meta.dims):
@@ -432,12 +432,12 @@ def _reshape(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("permute", "permute_copy")
-def _permute(imp: GraphImporter, c: Call) -> SSAValue:
+def _permute(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     return permute(imp, x, [_dim(d, x.type.rank) for d in c["dims"]])
 
 
-def permute(imp: GraphImporter, x: SSAValue, perm: list[int]) -> SSAValue:
+def permute(imp: GraphBuilder, x: SSAValue, perm: list[int]) -> SSAValue:
     if perm == list(range(len(perm))):
         return x
     t = x.type
@@ -445,7 +445,7 @@ def permute(imp: GraphImporter, x: SSAValue, perm: list[int]) -> SSAValue:
 
 
 @lowers("transpose")
-def _transpose(imp: GraphImporter, c: Call) -> SSAValue:
+def _transpose(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     rank = x.type.rank
     if rank < 2:
@@ -457,13 +457,13 @@ def _transpose(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("t")
-def _t(imp: GraphImporter, c: Call) -> SSAValue:
+def _t(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     return permute(imp, x, [1, 0]) if x.type.rank == 2 else x
 
 
 @lowers("expand", "expand_copy")
-def _expand(imp: GraphImporter, c: Call) -> SSAValue:
+def _expand(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     out_dims = imp.result_type().dims
     if list(out_dims) == list(x.type.dims):
@@ -474,7 +474,7 @@ def _expand(imp: GraphImporter, c: Call) -> SSAValue:
     return imp.emit_value(F.ExpandOp(x, _view_type(x, out_dims, strides)))
 
 
-def slice_view(imp: GraphImporter, x: SSAValue, d: int, start: sympy.Expr, step: int, length: sympy.Expr) -> SSAValue:
+def slice_view(imp: GraphBuilder, x: SSAValue, d: int, start: sympy.Expr, step: int, length: sympy.Expr) -> SSAValue:
     t = x.type
     if start == 0 and step == 1 and length == t.dims[d]:
         return x
@@ -500,7 +500,7 @@ def _start(value, size: sympy.Expr) -> sympy.Expr:
 
 
 @lowers("slice")
-def _slice(imp: GraphImporter, c: Call) -> SSAValue:
+def _slice(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     d = _dim(c.get("dim", 0), x.type.rank)
     step = c.get("step", 1)
@@ -513,7 +513,7 @@ def _slice(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("select")
-def _select(imp: GraphImporter, c: Call) -> SSAValue:
+def _select(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
     d = _dim(c["dim"], x.type.rank)
     index = c["index"]
@@ -525,7 +525,7 @@ def _select(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("split", "split_with_sizes", "unbind", "split_copy", "split_with_sizes_copy", "unbind_copy")
-def _split(imp: GraphImporter, c: Call) -> list[SSAValue]:
+def _split(imp: GraphBuilder, c: Call) -> list[SSAValue]:
     x = c["self"]
     d = _dim(c.get("dim", 0), x.type.rank)
     unbind = c.node.target._opname.startswith("unbind")
@@ -540,7 +540,7 @@ def _split(imp: GraphImporter, c: Call) -> list[SSAValue]:
 
 
 @lowers("cat", "concat", "concatenate")
-def _cat(imp: GraphImporter, c: Call) -> SSAValue:
+def _cat(imp: GraphBuilder, c: Call) -> SSAValue:
     out = _contiguous(imp.result_type())
     d = _dim(c.get("dim", 0), out.rank)
     # torch skips 1-d empty tensors in a cat of higher rank (a legacy rule)
@@ -553,14 +553,14 @@ def _cat(imp: GraphImporter, c: Call) -> SSAValue:
 # ---------------------------------------------------------------- indexing
 
 
-def _index(imp: GraphImporter, x: SSAValue, index: SSAValue, d: int) -> SSAValue:
+def _index(imp: GraphBuilder, x: SSAValue, index: SSAValue, d: int) -> SSAValue:
     if index.type.element_type not in (F.I64, F.I32):
         raise Decline(f"an index of type {index.type.element_type}")
     return imp.emit_value(F.IndexOp(x, index, d, _contiguous(imp.result_type())))
 
 
 @lowers("index_select")
-def _index_select(imp: GraphImporter, c: Call) -> SSAValue:
+def _index_select(imp: GraphBuilder, c: Call) -> SSAValue:
     x, index = c["self"], c["index"]
     if index.type.rank == 0:
         index = imp.emit_value(F.ReshapeOp(index, F.TensorType([1], index.type.element_type)))
@@ -568,12 +568,12 @@ def _index_select(imp: GraphImporter, c: Call) -> SSAValue:
 
 
 @lowers("embedding")
-def _embedding(imp: GraphImporter, c: Call) -> SSAValue:
+def _embedding(imp: GraphBuilder, c: Call) -> SSAValue:
     return _index(imp, c["weight"], c["indices"], 0)
 
 
 @lowers("index.Tensor", "_unsafe_index.Tensor")
-def _index_tensor(imp: GraphImporter, c: Call) -> SSAValue:
+def _index_tensor(imp: GraphBuilder, c: Call) -> SSAValue:
     x, indices = c["self"], list(c["indices"])
     present = [i for i, v in enumerate(indices) if v is not None]
     if len(present) != 1:
@@ -584,7 +584,7 @@ def _index_tensor(imp: GraphImporter, c: Call) -> SSAValue:
     return _index(imp, x, _wrap_negative(imp, index, x.type.dims[d]), d)
 
 
-def _wrap_negative(imp: GraphImporter, index: SSAValue, size: sympy.Expr) -> SSAValue:
+def _wrap_negative(imp: GraphBuilder, index: SSAValue, size: sympy.Expr) -> SSAValue:
     """``index < 0 ? index + size : index``: advanced indexing counts negative indices from the end."""
     et, dims = index.type.element_type, index.type.dims
     negative = imp.pointwise("lt", [index, imp.constant(0, F.TensorType([], et))], F.TensorType(dims, F.BOOL))
@@ -593,7 +593,7 @@ def _wrap_negative(imp: GraphImporter, index: SSAValue, size: sympy.Expr) -> SSA
 
 
 @lowers("gather")
-def _gather(imp: GraphImporter, c: Call) -> SSAValue:
+def _gather(imp: GraphBuilder, c: Call) -> SSAValue:
     x, index = c["self"], c["index"]
     if index.type.element_type not in (F.I64, F.I32):
         raise Decline(f"an index of type {index.type.element_type}")

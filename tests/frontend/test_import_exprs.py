@@ -1,4 +1,4 @@
-"""Dynamo's size expressions become fusec.shapes expressions with the ShapeEnv's symbol names."""
+"""Dynamo's size expressions become fusec.base.shapes expressions with the ShapeEnv's symbol names."""
 
 import pytest
 import sympy
@@ -6,8 +6,8 @@ import torch.utils._sympy.functions as TF
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from fusec import shapes
-from fusec.import_exprs import UnsupportedExpr, int_expr, symbol_bounds
+from fusec.base import shapes
+from fusec.frontend.exprs import UnsupportedExpr, int_expr, symbol_bounds
 
 # Dynamo's symbols: integer and positive, named as the ShapeEnv names them.
 s0, s27, s53 = (sympy.Symbol(n, integer=True, positive=True) for n in ("s0", "s27", "s53"))

@@ -15,9 +15,9 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from fusec import shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.externs import call_extern
+from fusec.dialects.extern_calls import call_extern
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,

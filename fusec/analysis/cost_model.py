@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.ir import SSAValue
 
-from fusec import heuristics, shapes
+from fusec.analysis import heuristics
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 
 # Used for a size symbol with neither a hint option nor a declared lower bound above 1.
@@ -164,7 +165,7 @@ class BlockShape:
 
 
 def block_shape(kernel: F.KernelOp, hints: SizeHints) -> BlockShape:
-    """The block sizes the lowering's heuristics (fusec.heuristics) choose for the hinted sizes.
+    """The block sizes the lowering's heuristics (fusec.analysis.heuristics) choose for the hinted sizes.
 
     A reduction counts as persistent when its hinted rnumel fits (the lowering asks for its bound)."""
     xnumel = max(hints(kernel.domain_exprs[0]), 1)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 import torch
 from xdsl.ir import SSAValue
 
-from fusec import shapes
-from fusec.cost_model import SizeHints
+from fusec.base import shapes
+from fusec.analysis.cost_model import SizeHints
 from fusec.dialects import fusec as F
 from fusec.lowering.combo_kernel import lower_kernels_as_combo
 from fusec.lowering.triton_kernel import TritonKernel, lower_kernel
@@ -28,7 +28,7 @@ def _do_bench(fn: Callable[[], None]) -> float:
 
 
 def _dtype(t) -> torch.dtype:
-    from fusec.interpreter import torch_dtype
+    from fusec.runtime.interpreter import torch_dtype
 
     return torch_dtype(t)
 
@@ -58,7 +58,7 @@ def launch_kernel(tk: TritonKernel, fn, buffers: Sequence[torch.Tensor], env: di
 
 def benchmark_launches(kernels: Sequence[F.KernelOp], hints: SizeHints, device: str = "cuda", interpret: bool = False):
     """(launch one by one, launch as a combo, the buffers by graph value) on random inputs sized by ``hints``."""
-    from fusec.runtime import load_kernel_module
+    from fusec.runtime.kernel_cache import load_kernel_module
 
     env = dict(hints.values)
     gen = torch.Generator().manual_seed(0)

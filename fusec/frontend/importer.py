@@ -8,7 +8,7 @@ the ShapeEnv's size symbols (s0, s27, ...), never the example's values.  SymInt
 placeholders are not graph inputs: ``ImportInfo`` says what each placeholder
 is, binds the symbols from the actual arguments and rebuilds the output
 structure AOTAutograd expects.  Each aten op becomes fusec ops (the table is in
-``fusec.import_ops``); an op without a mapping becomes a ``fusec.extern``
+``fusec.frontend.aten_ops``); an op without a mapping becomes a ``fusec.extern``
 with an ``extern-fallback`` remark, so importing a valid graph does not fail.
 Only what the IR cannot express at all (a complex dtype, a data-dependent
 size, an in-place op) raises ``UnsupportedGraph``.
@@ -19,32 +19,24 @@ location: ``loc("mul_3"("model.py":12:9))`` (printed with ``print_debuginfo``).
 
 from __future__ import annotations
 
-import linecache
 import operator
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sympy
 import torch
 import torch.fx
-from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, IntAttr, ModuleOp, NameLoc, NoneAttr, StringAttr
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Region, SSAValue
 
-from fusec import remarks, shapes
+from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.import_exprs import UnsupportedExpr, check_printable, int_expr, symbol_bounds
+from fusec.frontend.aten_ops import lower_call
+from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location, torch_dtype
+from fusec.frontend.exprs import symbol_bounds
 
-
-class UnsupportedGraph(Exception):
-    """The graph uses something the fusec IR cannot express; the message says what and where."""
-
-
-@dataclass(frozen=True)
-class SymFloat:
-    """A SymFloat value (Dynamo's sympy expression, e.g. ``2.0/(ToFloat(s0) - 1.0)``), emitted where used."""
-
-    expr: sympy.Expr
+__all__ = ["ImportInfo", "InputSlot", "OutputSlot", "SymFloat", "UnsupportedGraph", "element_type", "import_graph",
+           "node_location", "torch_dtype"]
 
 
 # ---------------------------------------------------------------- what the backend needs
@@ -143,46 +135,6 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, name: str =
     return GraphImporter(gm, example_inputs, name).run()
 
 
-# ---------------------------------------------------------------- dtypes and locations
-
-
-def element_type(dtype: torch.dtype) -> Attribute:
-    name = str(dtype).removeprefix("torch.")
-    if name not in F.ELEMENT_TYPES:
-        raise UnsupportedGraph(f"dtype {dtype} has no fusec element type")
-    return F.ELEMENT_TYPES[name]
-
-
-def torch_dtype(t: Attribute) -> torch.dtype:
-    return getattr(torch, F.dtype_name(F.element_of(t)))
-
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
-
-
-def node_location(node: torch.fx.Node) -> NameLoc:
-    """``"node_name"("file":line:col)``: the FX node and the user's line that created it."""
-    trace = node.meta.get("stack_trace") or ""
-    frames = list(_FRAME.finditer(trace))
-    where: Attribute = NoneAttr()
-    if frames:
-        last = frames[-1]
-        file, line = last.group(1), int(last.group(2))
-        where = FileLineColLoc(StringAttr(file), IntAttr(line), IntAttr(_column(trace[last.end():], file, line)))
-    return NameLoc(StringAttr(node.name), where)
-
-
-def _column(after_frame: str, file: str, line: int) -> int:
-    """1-based column of the caret under the source line, or 0 when the trace has none."""
-    lines = after_frame.split("\n")[1:3]
-    if len(lines) < 2 or "^" not in lines[1]:
-        return 0
-    shown, carets = lines
-    offset = carets.index("^") - (len(shown) - len(shown.lstrip()))
-    original = linecache.getline(file, line)
-    return (len(original) - len(original.lstrip())) + offset + 1
-
-
 def _skipped(target) -> bool:
     """Runtime checks and annotations with no value: nothing to compute."""
     name = getattr(target, "__name__", "") if not isinstance(target, torch._ops.OpOverload) else target._opname
@@ -193,21 +145,15 @@ def _skipped(target) -> bool:
 # ---------------------------------------------------------------- the importer
 
 
-class GraphImporter:
+class GraphImporter(GraphBuilder):
     """Walks the FX graph once, in order, building the fusec.graph's block."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str):
-        self.gm, self.name = gm, name
+        super().__init__(gm)
+        self.name = name
         self.example_inputs = list(example_inputs)
-        self.block = Block()
-        self.values: dict[torch.fx.Node, object] = {}
-        self.node: torch.fx.Node | None = None
-        self._location: NameLoc | None = None
         self.slots: list[InputSlot] = []
         self.constants: list[torch.Tensor] = []
-        self.externs: list[str] = []
-        self.shape_env = None
-        self.device = torch.device("cpu")
 
     # ---- driving
 
@@ -217,12 +163,12 @@ class GraphImporter:
         self.shape_env = _find_shape_env(self.gm, self.example_inputs)
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         for i, node in enumerate(placeholders):
-            self._at(node)
+            self.at(node)
             self._placeholder(node, self.example_inputs[i] if i < len(self.example_inputs) else None)
         output_slots: list[OutputSlot] = []
         outputs: list[SSAValue] = []
         for node in self.gm.graph.nodes:
-            self._at(node)
+            self.at(node)
             if node.op == "get_attr":
                 self._get_attr(node)
             elif node.op == "call_function":
@@ -251,10 +197,6 @@ class GraphImporter:
             self.block.insert_arg(carrier, len(self.block.args))
         return carriers
 
-    def _at(self, node: torch.fx.Node) -> None:
-        self.node = node
-        self._location = node_location(node)
-
     def _placeholder(self, node: torch.fx.Node, example) -> None:
         val = node.meta.get("val", example)
         if isinstance(val, torch.Tensor):
@@ -278,8 +220,6 @@ class GraphImporter:
         self.values[node] = self.block.insert_arg(self.type_of(obj, layout=True), len(self.block.args))
 
     def _call(self, node: torch.fx.Node) -> None:
-        from fusec.import_ops import lower_call  # the op table imports this module
-
         target = node.target
         if _skipped(target):
             return
@@ -346,190 +286,6 @@ class GraphImporter:
     def _size_hints(self, symbols) -> dict[str, int]:
         backed = self._backed_values()
         return {s: backed[s] for s in symbols if s in backed}
-
-    # ---- what the op table uses
-
-    @property
-    def meta(self):
-        return self.node.meta.get("val")
-
-    def size(self, value) -> sympy.Expr:
-        """A size (int or SymInt) as a fusec expression."""
-        if isinstance(value, sympy.Expr):
-            return value
-        if isinstance(value, torch.SymInt):
-            value = value.node.expr
-        try:
-            return check_printable(int_expr(value))
-        except UnsupportedExpr as e:
-            raise UnsupportedGraph(f"FX node {self.node.name}: {e}") from None
-
-    def scalar_of(self, val):
-        """A non-tensor meta value: int/SymInt -> size expression, SymFloat -> SymFloat, else itself."""
-        if isinstance(val, torch.SymInt) or (isinstance(val, int) and not isinstance(val, bool)):
-            return self.size(val)
-        if isinstance(val, torch.SymFloat):
-            return SymFloat(val.node.expr)
-        if isinstance(val, torch.SymBool):
-            return None  # only guards and asserts use these
-        return val
-
-    def type_of(self, fake: torch.Tensor, layout: bool = False, strides: Sequence | None = None) -> F.TensorType:
-        """The fusec type of a (fake) tensor; strides only where ``layout`` asks for the real ones."""
-        dims = [self.size(d) for d in fake.shape]
-        if strides is None and layout:
-            contiguous = shapes.contiguous_strides(dims)  # a size-1 dim's stride is never used: ignore it
-            strides = [c if d == 1 else self.size(s) for d, s, c in zip(dims, fake.stride(), contiguous)]
-        return F.TensorType(dims, element_type(fake.dtype), strides)
-
-    def result_type(self, index: int | None = None, layout: bool = False) -> F.TensorType:
-        val = self.meta if index is None else self.meta[index]
-        return self.type_of(val, layout)
-
-    def value(self, arg):
-        """The imported value of an FX argument (nodes resolved, lists element-wise)."""
-        if isinstance(arg, torch.fx.Node):
-            if arg not in self.values:
-                raise UnsupportedGraph(f"FX node {self.node.name}: uses {arg.name}, which has no value")
-            return self.values[arg]
-        if isinstance(arg, (list, tuple)):
-            return type(arg)(self.value(a) for a in arg)
-        if isinstance(arg, torch.SymInt | torch.SymFloat):
-            return self.scalar_of(arg)
-        return arg
-
-    def emit(self, op: Operation) -> Operation:
-        op.location = self._location
-        self.block.add_op(op)
-        return op
-
-    def emit_value(self, op: Operation) -> SSAValue:
-        return self.emit(op).results[0]
-
-    def constant(self, number, t: Attribute) -> SSAValue:
-        if isinstance(number, float) and not F.is_float(F.element_of(t)):
-            number = int(number) if F.element_of(t) != F.BOOL else bool(number)
-        if F.is_float(F.element_of(t)) and isinstance(number, int) and not isinstance(number, bool):
-            number = float(number)
-        return self.emit_value(F.ConstantOp(number, t))
-
-    def symbolic(self, expr: sympy.Expr) -> SSAValue:
-        return self.emit_value(F.SymbolicOp(expr, F.TensorType([], F.I64)))
-
-    def tensor(self, value, scalar_type: Attribute) -> SSAValue:
-        """An operand as a tensor: Python scalars become 0-d constants of ``scalar_type``."""
-        if isinstance(value, SSAValue):
-            return value
-        if isinstance(value, sympy.Expr):
-            if value.is_Integer:
-                return self.constant(int(value), F.TensorType([], scalar_type))
-            return self.symbolic(value)
-        if isinstance(value, SymFloat):
-            return self.sym_float(value.expr, scalar_type if F.is_float(scalar_type) else F.F32)
-        if isinstance(value, (bool, int, float)):
-            return self.constant(value, F.TensorType([], scalar_type))
-        raise UnsupportedGraph(f"FX node {self.node.name}: operand {value!r} is not a tensor or a number")
-
-    def convert(self, v: SSAValue, et: Attribute) -> SSAValue:
-        if v.type.element_type == et:
-            return v
-        return self.emit_value(F.PointwiseOp("convert", [v], F.TensorType(v.type.dims, et)))
-
-    def pointwise(self, fn: str, operands: Sequence[SSAValue], out: F.TensorType) -> SSAValue:
-        return self.emit_value(F.PointwiseOp(fn, list(operands), out))
-
-    def sym_float(self, e: sympy.Expr, et: Attribute) -> SSAValue:
-        """A SymFloat expression computed with 0-d pointwise ops in ``et``."""
-        import torch.utils._sympy.functions as TF
-
-        scalar = F.TensorType([], et)
-        args = e.args
-        if e.is_Number:
-            return self.constant(float(e), scalar)
-        if type(e).__name__ == "ToFloat":
-            return self.convert(self.tensor(self.size(args[0]), F.I64), et)
-        if isinstance(e, (sympy.Add, sympy.Mul)):
-            fn = "add" if isinstance(e, sympy.Add) else "mul"
-            acc = self.sym_float(args[0], et)
-            for a in args[1:]:
-                acc = self.pointwise(fn, [acc, self.sym_float(a, et)], scalar)
-            return acc
-        if isinstance(e, sympy.Pow) and args[1] == -1:
-            return self.pointwise("reciprocal", [self.sym_float(args[0], et)], scalar)
-        if isinstance(e, sympy.Pow) or type(e).__name__ == "FloatPow":
-            return self.pointwise("pow", [self.sym_float(args[0], et), self.sym_float(args[1], et)], scalar)
-        if type(e).__name__ in ("FloatTrueDiv", "IntTrueDiv"):
-            return self.pointwise("div", [self.sym_float(args[0], et), self.sym_float(args[1], et)], scalar)
-        fn = type(e).__name__.removeprefix("OpaqueUnaryFn_")
-        if type(e).__name__.startswith("OpaqueUnaryFn_") and F.POINTWISE_FUNCTIONS.get(fn) == 1:
-            return self.pointwise(fn, [self.sym_float(args[0], et)], scalar)
-        if e.is_integer or any(isinstance(e, getattr(TF, n, ())) for n in ("FloorDiv", "ModularIndexing")):
-            return self.convert(self.tensor(self.size(e), F.I64), et)
-        raise UnsupportedGraph(f"FX node {self.node.name}: cannot compute the float size expression {e}")
-
-    # ---- the fallback
-
-    def extern(self, reason: str | None = None):
-        """The current node as a torch call at run time; ``reason`` (when given) becomes a remark.
-
-        Its arguments become data (``fusec.extern``'s syntax): tensors operands,
-        sizes expressions, the rest literals.  Its return value may mix tensors
-        with sizes, numbers and None, in tuples and lists: the tensors become the
-        op's results (with their positions in the flattened return value), the
-        other values are known now (a SymInt is a size expression) and stand in
-        the importer's value table where the tensors' SSA values stand.
-        """
-        node = self.node
-        target = node.target
-        operands: list[SSAValue] = []
-
-        def arg(v) -> Attribute:
-            if isinstance(v, SSAValue):
-                operands.append(v)
-                return F.OperandSlotAttr()
-            if isinstance(v, bool):
-                return F.NumberAttr(v)
-            if isinstance(v, (int, sympy.Expr)):
-                return F.ExprAttr(shapes.as_expr(v))
-            if isinstance(v, float):
-                return F.NumberAttr(v)
-            if v is None:
-                return NoneAttr()
-            if isinstance(v, str):
-                return StringAttr(v)
-            if isinstance(v, (list, tuple)):
-                return ArrayAttr([arg(x) for x in v])
-            if isinstance(v, torch.dtype):
-                return element_type(v)
-            if isinstance(v, (torch.layout, torch.memory_format)):
-                return F.TorchConstAttr(str(v).removeprefix("torch."))
-            if isinstance(v, torch.device):
-                return F.TorchConstAttr(F.GRAPH_DEVICE if v.type == self.device.type else str(v))
-            raise UnsupportedGraph(f"FX node {node.name}: cannot pass {v!r} ({type(v).__name__}) to {target} at run time")
-
-        args = [arg(self.value(a)) for a in node.args]
-        kwargs = {k: arg(self.value(v)) for k, v in node.kwargs.items()}
-        types: list[F.TensorType] = []
-        positions: list[int] = []
-        for i, e in enumerate(F.flat_returns(self.meta)):
-            if isinstance(e, torch.Tensor):
-                types.append(self.type_of(e, layout=True))
-                positions.append(i)
-        name = f"{target.namespace}.{target._opname}.{target._overloadname}"
-        op = self.emit(F.ExternOp(name, operands, args, types, kwargs, positions))
-        if reason is not None:
-            self.externs.append(name)
-            remarks.emit("importer", "extern-fallback", f"{name} runs as a torch call: {reason}", f"{node.name}")
-        results = iter(op.results)
-
-        def rebuild(e):
-            if isinstance(e, (tuple, list)):
-                return type(e)(rebuild(x) for x in e)
-            if isinstance(e, torch.Tensor):
-                return next(results)
-            return self.scalar_of(e)
-
-        return rebuild(self.meta)
 
 
 def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:

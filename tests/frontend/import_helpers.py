@@ -9,9 +9,10 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.experimental.proxy_tensor import make_fx
 from xdsl.printer import Printer
 
-from fusec import interpreter, remarks
-from fusec.decompositions import fusec_decompositions
-from fusec.importer import import_graph
+from fusec.runtime import interpreter
+from fusec.base import remarks
+from fusec.frontend.decompositions import fusec_decompositions
+from fusec.frontend.importer import import_graph
 from fusec.pipeline import parse_module
 from fusec.registry import make_context
 

@@ -7,9 +7,10 @@ import sympy
 import torch
 from import_helpers import assert_matches_eager, capture, import_and_run, ir_text, reparsed_text
 
-from fusec import interpreter, remarks
+from fusec.runtime import interpreter
+from fusec.base import remarks
 from fusec.dialects import fusec as F
-from fusec.importer import InputSlot, UnsupportedGraph, import_graph
+from fusec.frontend.importer import InputSlot, UnsupportedGraph, import_graph
 
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py

@@ -1,10 +1,11 @@
-"""Calling a ``fusec.extern`` op's torch function at run time.
+"""What a ``fusec.extern`` op means as a torch call: its target, arguments and results as Python values.
 
 The op holds its arguments as data (``fusec.dialects.fusec.ExternOp``); this
-module turns them into Python values, the same way for both executors: the
+module turns them into Python values the same way for both executors: the
 reference interpreter calls the op with tensors and evaluated sizes, the
-launcher writes the call as source with buffer names and host size code.
-Nothing is evaluated from text.
+launcher writes the call as source with buffer names and host size code
+(``Code`` leaves).  Nothing is evaluated from text.  Kept apart from the
+dialect's own module because it imports torch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from xdsl.dialects.builtin import ArrayAttr, NoneAttr, StringAttr
 from xdsl.ir import Attribute
 
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 
 
@@ -43,12 +45,12 @@ class Code:
 
 
 def extern_arguments(op: F.ExternOp, operands: Sequence, size: Callable[[sympy.Expr], object],
-                     device: object, named_device: Callable[[str], object] = torch.device) -> tuple[list, dict]:
+                     device: object) -> tuple[list, dict]:
     """The op's (args, kwargs) as Python values.
 
     ``operands``: what stands for each tensor operand, in order; ``size``: the
-    value of a size expression; ``device``: the graph's device;
-    ``named_device``: a device the IR names (``device "cpu"``).
+    value of a size expression; ``device``: the graph's device (a device the IR
+    names, ``device "cpu"``, is that device).
     """
     pending = iter(operands)
 
@@ -70,7 +72,7 @@ def extern_arguments(op: F.ExternOp, operands: Sequence, size: Callable[[sympy.E
                 return device
             if a.data in F.TORCH_ENUMS:
                 return getattr(torch, a.data)
-            return named_device(a.data)
+            return torch.device(a.data)
         return getattr(torch, F.dtype_name(a))
 
     args = [value(a) for a in op.args.data]
@@ -86,16 +88,16 @@ def pick_results(value, positions: Sequence[int]) -> list:
 
 def call_extern(op: F.ExternOp, inputs: Sequence[torch.Tensor], env: dict[str, int], device: torch.device) -> list:
     """Run the op's torch function (the interpreter's way): its results, in order."""
-    from fusec import shapes
-
     args, kwargs = extern_arguments(op, inputs, lambda e: shapes.evaluate(e, env), device)
     return pick_results(resolve_target(op.target.data)(*args, **kwargs), op.result_positions)
 
 
 def source_of(value) -> str:
-    """Python source for a value ``extern_arguments`` built with ``Code`` leaves."""
+    """Python source for a value ``extern_arguments`` built (``Code`` leaves stand for themselves)."""
     if isinstance(value, list):
         return "[" + ", ".join(source_of(v) for v in value) + "]"
     if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
         return f'float("{value}")'
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
     return repr(value)

@@ -2,7 +2,7 @@
 
 Called by generated launchers with the actual sizes of a call when a kernel's
 domain is symbolic (memoised, so a repeated size costs one dict lookup), or once
-at compile time when it is static; the cost model (``fusec.cost_model``) reads the
+at compile time when it is static; the cost model (``fusec.analysis.cost_model``) reads the
 same rules for hinted sizes, so both agree on how many blocks a kernel launches.
 Every answer is a power of two, so the set of Triton specialisations a dynamic
 kernel can need stays small.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from fusec.shapes import next_power_of_2
+from fusec.base.shapes import next_power_of_2
 
 MIN_PROGRAMS = 128  # about one program per SM of an H100 (132): fewer leave SMs idle
 PERSISTENT_TILE = 2048  # elements a persistent reduction program holds (bench/persistent_sweep.py, H100, 2026-11-21)

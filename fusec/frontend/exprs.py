@@ -1,4 +1,4 @@
-"""Dynamo's size expressions (sympy with torch's own functions) -> fusec.shapes expressions.
+"""Dynamo's size expressions (sympy with torch's own functions) -> fusec.base.shapes expressions.
 
 Dynamo's ShapeEnv writes sizes with ``torch.utils._sympy.functions``
 (FloorDiv, ModularIndexing, CleanDiv, PythonMod, Max, ...); fusec's text form
@@ -14,7 +14,7 @@ import sys
 import sympy
 import torch.utils._sympy.functions as TF
 
-from fusec import shapes
+from fusec.base import shapes
 
 
 class UnsupportedExpr(ValueError):

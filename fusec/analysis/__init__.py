@@ -1,0 +1,1 @@
+"""Facts about IR that passes and the lowering share: costs, liveness, launch-configuration heuristics."""

@@ -1,0 +1,1 @@
+"""The bottom layer: symbolic sizes (``shapes``), the dtype table, remarks and the environment, used by every stage."""

@@ -1,0 +1,100 @@
+"""Running compiled graphs: a graph lowered to Triton kernels and a launcher, ready to call.
+
+``compile_module(module, size_hints)`` lowers a graph (after form-kernels) to
+Triton kernel sources and a launcher, and returns a ``CompiledGraph``: call it
+with a list of tensors.  Kernels run compiled by Triton on CUDA tensors and
+under Triton's interpreter on CPU tensors (``fusec.runtime.kernel_cache``).
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Mapping, Sequence
+
+import torch
+from xdsl.dialects.builtin import ModuleOp
+
+from fusec.dialects import fusec as F
+from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
+from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
+from fusec.runtime.kernel_cache import load_kernel, source_hash
+from fusec.runtime.kernel_runner import KernelRunner
+
+
+# ---------------------------------------------------------------- graphs
+
+
+class CompiledGraph:
+    """A graph ready to run: ``compiled(inputs) -> outputs`` (lists of tensors)."""
+
+    def __init__(self, launcher: Launcher, default_device: torch.device | None = None):
+        self.launcher = launcher
+        self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self._calls: dict[bool, object] = {}
+
+    @property
+    def kernels(self) -> tuple[TritonKernel, ...]:
+        return self.launcher.kernels
+
+    @property
+    def source(self) -> str:
+        return self.launcher.source
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        interpret = not inputs[0].is_cuda if inputs else self.default_device.type != "cuda"
+        call = self._calls.get(interpret)
+        if call is None:
+            call = self._build(interpret)
+        return call(inputs)
+
+    def _build(self, interpret: bool):
+        """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
+        from fusec.dialects.extern_calls import resolve_target
+
+        namespace = runtime_globals()
+        namespace["_default_device"] = self.default_device
+        keys = {name: positions for name, *positions in self.launcher.launch_keys}
+        for k in self.launcher.kernels:
+            namespace[k.name] = KernelRunner(load_kernel(k.source, k.name, interpret), interpret, *keys.get(k.name, ()))
+        for name, target in self.launcher.externs:
+            namespace[name] = resolve_target(target)
+        filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
+        linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
+        exec(compile(self.launcher.source, filename, "exec"), namespace)
+        call = namespace["call"]
+        if interpret:
+            call = _quiet_numpy(call)
+        self._calls[interpret] = call
+        return call
+
+
+def _quiet_numpy(call):
+    """Masked-off lanes compute too (log(0) in a padded row): under the interpreter numpy would warn."""
+    import numpy as np
+
+    def quiet(inputs):
+        with np.errstate(all="ignore"):
+            return call(inputs)
+
+    return quiet
+
+
+def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
+    if isinstance(module, F.GraphOp):
+        return module
+    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp) and (name is None or op.sym_name.data == name)]
+    if len(graphs) != 1:
+        raise ValueError(f"expected one fusec.graph{f' named @{name}' if name else ''} in the module, found {len(graphs)}")
+    return graphs[0]
+
+
+def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
+                   graph_name: str | None = None, options: LoweringOptions = LoweringOptions(),
+                   input_checks: str = "all") -> CompiledGraph:
+    """Lower a graph after form-kernels (and any fusion) to Triton and a launcher.
+
+    ``size_hints`` gives an example value per size symbol; the code works for every
+    size the symbols' bounds admit, hints only steer choices that are safe anyway.
+    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``).
+    """
+    return CompiledGraph(lower_graph(find_graph(module, graph_name), size_hints, options, input_checks))
