@@ -43,7 +43,10 @@ def host_us(call, n=200):
 
 
 def _fusec_layers(prog, inputs, dynamic):
-    """fusec's own layers under torch.compile (static shapes): the boxed function AOTAutograd calls, the compiled graph, its generated launcher."""
+    """fusec's own layers under torch.compile (static shapes).
+
+    The boxed function AOTAutograd calls, the compiled graph, its generated launcher.
+    """
     import fusec.backend as backend
 
     seen = {}
@@ -97,7 +100,7 @@ def main():
         for name in BACKENDS:
             f = compiled(prog.fn, name, a.dynamic)
             f(*inputs)
-            calls[name] = (lambda f=f: f(*inputs))
+            calls[name] = (lambda f=f, inputs=inputs: f(*inputs))
         calls.update(layers)
         host = {name: [] for name in calls}
         bench = {name: [] for name in calls}

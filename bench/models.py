@@ -210,7 +210,8 @@ def main() -> None:
                                 "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
                         except subprocess.TimeoutExpired:
                             row = {"error": f"timed out after {args.timeout} s"}
-                    row.update({k: v for k, v in {"model": model, "mode": mode, "dtype": dtype, "backend": backend}.items() if k not in row})
+                    for key, value in {"model": model, "mode": mode, "dtype": dtype, "backend": backend}.items():
+                        row.setdefault(key, value)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     if args.json:

@@ -42,12 +42,12 @@ def main():
             f = compiled(prog.fn, "fusec", False)
             got = f(*inputs)
             got = got if isinstance(got, tuple) else (got,)
-            ok = all(torch.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(got, want))
-            rows.append((prog.name, tile, per_warp, "yes" if ok else "NO", profile_call(lambda: f(*inputs))[2]))
+            ok = all(torch.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(got, want, strict=True))
+            rows.append((prog.name, tile, per_warp, "yes" if ok else "NO", profile_call(lambda f=f, inputs=inputs: f(*inputs))[2]))
         heuristics.persistent_config = original
         f = compiled(prog.fn, "inductor", False)
         f(*inputs)
-        rows.append((prog.name, "inductor", "-", "-", profile_call(lambda: f(*inputs))[2]))
+        rows.append((prog.name, "inductor", "-", "-", profile_call(lambda f=f, inputs=inputs: f(*inputs))[2]))
     print(f"device {torch.cuda.get_device_name()}")
     print(markdown_table(["program", "tile elements", "elements per warp", "matches", "kernel us"], rows))
 

@@ -72,16 +72,10 @@ import sympy
 from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
-    BFloat16Type,
     DictionaryAttr,
-    Float16Type,
-    Float32Type,
-    Float64Type,
     FunctionType,
     IntAttr,
-    IntegerType,
     NoneAttr,
-    Signedness,
     StringAttr,
     UnitAttr,
 )
@@ -116,7 +110,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasCanonicalizationPatternsTrait, IsolatedFromAbove, IsTerminator, NoTerminator, Pure, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from fusec.base import shapes
+from fusec.base import dtypes, shapes
 from fusec.base.shapes import ExprReader, print_expr
 
 # ---------------------------------------------------------------- attributes
@@ -203,7 +197,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def __init__(self, shape: Sequence[int | str | sympy.Basic], element_type: Attribute, strides: Sequence | None = None):
         dims = [shapes.as_expr(d) for d in shape]
         stride_exprs = [shapes.as_expr(s) for s in strides] if strides is not None else []
-        if stride_exprs and all(sympy.simplify(a - b) == 0 for a, b in zip(stride_exprs, shapes.contiguous_strides(dims))):
+        if stride_exprs and all(sympy.simplify(a - b) == 0 for a, b in zip(stride_exprs, shapes.contiguous_strides(dims), strict=True)):
             stride_exprs = []
         super().__init__(ArrayAttr([ExprAttr(d) for d in dims]), element_type, ArrayAttr([ExprAttr(s) for s in stride_exprs]))
 
@@ -354,15 +348,10 @@ def _parse_number(parser: AttrParser) -> float | int | bool:
 
 # ---------------------------------------------------------------- element types
 
-BOOL = IntegerType(1)
-I8, I16, I32, I64 = IntegerType(8), IntegerType(16), IntegerType(32), IntegerType(64)
-U8 = IntegerType(8, Signedness.UNSIGNED)
-F16, BF16, F32, F64 = Float16Type(), BFloat16Type(), Float32Type(), Float64Type()
-ELEMENT_TYPES: dict[str, Attribute] = {
-    "bool": BOOL, "int8": I8, "int16": I16, "int32": I32, "int64": I64, "uint8": U8,
-    "float16": F16, "bfloat16": BF16, "float32": F32, "float64": F64,
-}
+ELEMENT_TYPES: dict[str, Attribute] = {d.name: d.ir for d in dtypes.DTYPES}  # torch's name -> the IR's type (fusec.base.dtypes)
 ELEMENT_TYPE_NAMES: dict[str, Attribute] = {str(t): t for t in ELEMENT_TYPES.values()}  # "f32" -> f32
+BOOL, I8, I16, I32, I64, U8 = (ELEMENT_TYPES[n] for n in ("bool", "int8", "int16", "int32", "int64", "uint8"))
+F16, BF16, F32, F64 = (ELEMENT_TYPES[n] for n in ("float16", "bfloat16", "float32", "float64"))
 
 
 def is_element_type(t: Attribute) -> bool:
@@ -370,10 +359,8 @@ def is_element_type(t: Attribute) -> bool:
 
 
 def dtype_name(t: Attribute) -> str:
-    for name, et in ELEMENT_TYPES.items():
-        if et == t:
-            return name
-    raise ValueError(f"{t} is not a fusec element type")
+    """torch's name of an element type (``"float32"`` for ``f32``)."""
+    return dtypes.of_ir(t).name
 
 
 def is_float(t: Attribute) -> bool:
@@ -383,6 +370,11 @@ def is_float(t: Attribute) -> bool:
 def element_of(t: Attribute) -> Attribute:
     """The element type of a tensor type, or the type itself for a scalar."""
     return t.element_type if isinstance(t, TensorType) else t
+
+
+def torch_dtype(t: Attribute):
+    """The torch dtype of a tensor or element type (torch is imported only when asked)."""
+    return dtypes.of_ir(element_of(t)).torch
 
 
 # ---------------------------------------------------------------- pointwise functions
@@ -452,7 +444,12 @@ class GraphOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string("(")
-        printer.print_list(self.block.args, lambda a: (printer.print_ssa_value(a), printer.print_string(" : "), printer.print_attribute(a.type)))
+        def argument(a) -> None:
+            printer.print_ssa_value(a)
+            printer.print_string(" : ")
+            printer.print_attribute(a.type)
+
+        printer.print_list(self.block.args, argument)
         printer.print_string(") -> (")
         printer.print_list(self.function_type.outputs.data, printer.print_attribute)
         printer.print_string(")")
@@ -486,7 +483,8 @@ class GraphOp(IRDLOperation):
         for op in self.walk():
             for name, value in op_symbol_uses(op):
                 if name not in declared:
-                    raise VerifyException(f"{op.name}: size symbol '{name}' in {value} is not declared by fusec.graph @{self.sym_name.data}")
+                    raise VerifyException(f"{op.name}: size symbol '{name}' in {value} is not declared by "
+                                          f"fusec.graph @{self.sym_name.data}")
 
 
 def op_symbol_uses(op: Operation) -> list[tuple[str, str]]:
@@ -498,7 +496,10 @@ def op_symbol_uses(op: Operation) -> list[tuple[str, str]]:
             for name in shapes.free_size_symbols(t.dims + t.layout):
                 uses.append((name, str(t)))
     for prop in op.properties.values():
-        exprs = [prop.data] if isinstance(prop, ExprAttr) else [a.data for a in prop.data if isinstance(a, ExprAttr)] if isinstance(prop, ArrayAttr) else []
+        if isinstance(prop, ExprAttr):
+            exprs = [prop.data]
+        else:
+            exprs = [a.data for a in prop.data if isinstance(a, ExprAttr)] if isinstance(prop, ArrayAttr) else []
         for name in shapes.free_size_symbols(exprs):
             uses.append((name, ", ".join(print_expr(e) for e in exprs)))
     return uses
@@ -524,8 +525,9 @@ def _tensor(op: Operation, value: SSAValue, what: str) -> TensorType:
 
 
 def _check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sympy.Expr], what: str) -> None:
-    if len(got) != len(want) or any(not shapes.provably_equal(a, b) for a, b in zip(got, want)):
-        raise VerifyException(f"{op.name}: {what}: expected shape [{', '.join(map(print_expr, want))}], got [{', '.join(map(print_expr, got))}]")
+    if len(got) != len(want) or any(not shapes.provably_equal(a, b) for a, b in zip(got, want, strict=True)):
+        raise VerifyException(f"{op.name}: {what}: expected shape [{', '.join(map(print_expr, want))}], "
+                              f"got [{', '.join(map(print_expr, got))}]")
 
 
 class PointwiseCanonicalization(HasCanonicalizationPatternsTrait):
@@ -565,7 +567,8 @@ class PointwiseOp(IRDLOperation):
             types = [_tensor(self, v, "operand") for v in self.inputs]
             shape = broadcast_types(types)
             if shape is None:
-                raise VerifyException(f"fusec.pointwise \"{fn}\": operand shapes {' and '.join(str(t.dims) for t in types)} do not broadcast")
+                shown = " and ".join(str(t.dims) for t in types)
+                raise VerifyException(f"fusec.pointwise \"{fn}\": operand shapes {shown} do not broadcast")
             _check_same_dims(self, out.dims, shape, "result")
         else:
             if not is_element_type(out):
@@ -742,7 +745,8 @@ class ReshapeOp(_ViewOp):
 
     def verify_view(self, t: TensorType, out: TensorType) -> None:
         if not shapes.provably_equal(shapes.numel(t.dims), shapes.numel(out.dims)):
-            raise VerifyException(f"fusec.reshape: element count {print_expr(shapes.numel(t.dims))} != {print_expr(shapes.numel(out.dims))}")
+            before, after = print_expr(shapes.numel(t.dims)), print_expr(shapes.numel(out.dims))
+            raise VerifyException(f"fusec.reshape: element count {before} != {after}")
 
 
 @irdl_op_definition
@@ -804,7 +808,7 @@ class ExpandOp(_ViewOp):
     def verify_view(self, t: TensorType, out: TensorType) -> None:
         if out.rank < t.rank:
             raise VerifyException("fusec.expand: result has fewer dims than input")
-        for d_in, d_out in zip(t.dims, out.dims[out.rank - t.rank:]):
+        for d_in, d_out in zip(t.dims, out.dims[out.rank - t.rank:], strict=True):
             if d_in != 1 and not shapes.provably_equal(d_in, d_out):
                 raise VerifyException(f"fusec.expand: dim {print_expr(d_in)} cannot expand to {print_expr(d_out)}")
 
@@ -856,7 +860,8 @@ class SliceOp(_ViewOp):
             raise VerifyException(f"fusec.slice: dim {d} invalid for rank {t.rank} -> {out.rank}")
         if self.step.data < 1:
             raise VerifyException("fusec.slice: step must be positive")
-        _check_same_dims(self, [e for i, e in enumerate(out.dims) if i != d], [e for i, e in enumerate(t.dims) if i != d], "dims other than the sliced one")
+        others = [e for i, e in enumerate(t.dims) if i != d]
+        _check_same_dims(self, [e for i, e in enumerate(out.dims) if i != d], others, "dims other than the sliced one")
 
 
 @irdl_op_definition
@@ -907,7 +912,8 @@ class CatOp(IRDLOperation):
         for t in types:
             if t.element_type != out.element_type:
                 raise VerifyException("fusec.cat: element types differ")
-            _check_same_dims(self, [e for i, e in enumerate(t.dims) if i != d], [e for i, e in enumerate(out.dims) if i != d], "an input's dims other than the cat dim")
+            others = [e for i, e in enumerate(out.dims) if i != d]
+            _check_same_dims(self, [e for i, e in enumerate(t.dims) if i != d], others, "an input's dims other than the cat dim")
         _check_same_dims(self, [out.dims[d]], [sympy.Add(*[t.dims[d] for t in types])], "the cat dim")
 
 
@@ -1181,7 +1187,8 @@ class ExternOp(IRDLOperation):
     ``device "cpu"``) and lists of these::
 
         %o = fusec.extern "aten.full.default"([s0, 8], 0.5, dtype = f32, device = device) : () -> !fusec.tensor<[s0, 8], f32>
-        %g, %w = fusec.extern "aten.convolution_backward.default"(%go, %x, %w, [16], [1, 1], [0, 0], [1, 1], false, [0, 0], 1, [false, true, true]) results [1, 2] : (...) -> (...)
+        %g, %w = fusec.extern "aten.convolution_backward.default"(%go, %x, %w, [16], [1, 1], [0, 0], [1, 1], false,
+                                                                  [0, 0], 1, [false, true, true]) results [1, 2] : (...) -> (...)
 
     The op returns a tensor, or a tuple or list (maybe nested) of tensors and
     other values; ``results [i, ...]`` says which element of that return value,
@@ -1292,7 +1299,8 @@ class KernelOp(IRDLOperation):
     # Pure: a kernel writes only the buffers it returns, so an unused kernel can go (dce).
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), Pure())
 
-    def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute], body: Region | None = None,
+    def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute],
+                 body: Region | None = None,
                  *, tiled: bool = False):
         if body is None:
             body = Region(Block(arg_types=[v.type for v in inputs] + list(output_types)))
@@ -1329,9 +1337,9 @@ class KernelOp(IRDLOperation):
             if isinstance(op, LoadOp) and r in op.index.data.free_symbols:
                 e = op.index.data
                 point = {s: 100003 + 2 * i for i, s in enumerate(sorted(e.free_symbols - {x, r}, key=str))}
-                at = lambda dx, dr: int(e.subs({**point, x: 1 + dx, r: 1 + dr}))  # noqa: E731
-                r_steps.append(at(0, 1) - at(0, 0))
-                x_steps.append(at(1, 0) - at(0, 0))
+                at = {(dx, dr): int(e.subs({**point, x: 1 + dx, r: 1 + dr})) for dx, dr in ((0, 0), (0, 1), (1, 0))}
+                r_steps.append(at[0, 1] - at[0, 0])
+                x_steps.append(at[1, 0] - at[0, 0])
         return bool(r_steps) and all(s != 1 for s in r_steps) and any(s == 1 for s in x_steps)
 
     @property

@@ -31,12 +31,12 @@ def main() -> int:
 
     compiled = torch.compile(fn, backend="fusec", dynamic=args.dynamic, options={"dump_dir": args.dump_dir})
     got, want = compiled(*inputs), fn(*inputs)
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
         print(f"output {i}: shape {tuple(g.shape)} matches eager (max abs diff {(g - w).abs().max().item():.2e})")
     if args.dynamic:  # one compiled artifact, a second size
         more = [torch.randn(rows + 3, cols, device=device) for _ in range(4)]
-        for g, w in zip(compiled(*more), fn(*more)):
+        for g, w in zip(compiled(*more), fn(*more), strict=True):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
         print(f"a second size ({rows + 3} rows) ran through the same compiled graph and matches eager")
 

@@ -67,7 +67,8 @@ class BackendOptions:
             raise BackendOptionError(f"fusec: option 'execute' must be one of {', '.join(map(repr, EXECUTE_MODES))}, got {execute!r}")
         pipeline = options.get("pipeline")
         if pipeline is not None and not isinstance(pipeline, str):
-            raise BackendOptionError(f"fusec: option 'pipeline' must be a string (a spec or a .pipeline file), got {type(pipeline).__name__}")
+            raise BackendOptionError("fusec: option 'pipeline' must be a string (a spec or a .pipeline file), "
+                                     f"got {type(pipeline).__name__}")
         dump = options.get("dump_dir")
         return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton")
 

@@ -8,8 +8,8 @@ Every problem the user can cause is a ``PipelineError`` with one clear message.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import difflib
+import importlib
 import re
 import sys
 import typing

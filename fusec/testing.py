@@ -10,9 +10,10 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from fusec.runtime import interpreter
 from fusec.base import remarks, shapes
+from fusec.dialects import fusec as F
 from fusec.dialects.fusec import Fusec, GraphOp, KernelOp
+from fusec.runtime import interpreter
 
 
 def context() -> Context:
@@ -41,7 +42,7 @@ def random_inputs(module: ModuleOp | GraphOp, sizes: dict[str, int], seed: int =
     out = []
     for arg in graph.block.args:
         shape = [shapes.evaluate(d, sizes) for d in arg.type.dims]
-        dtype = interpreter.torch_dtype(arg.type)
+        dtype = F.torch_dtype(arg.type)
         if dtype.is_floating_point:
             t = torch.randn(shape, generator=gen).to(dtype)
         elif dtype == torch.bool:
@@ -62,7 +63,7 @@ def apply_passes(module: ModuleOp, *passes) -> ModuleOp:
 
 def assert_same_results(before: list[torch.Tensor], after: list[torch.Tensor], **tol) -> None:
     assert len(before) == len(after)
-    for a, b in zip(before, after):
+    for a, b in zip(before, after, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
         torch.testing.assert_close(a, b, **tol)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -117,7 +117,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
 
     symbols: dict[str, str] = {}  # size symbol -> the combo's argument for it
     members, size_params, branches, constexprs, texts = [], [], [], [], []
-    for i, (k, tk) in enumerate(zip(kernels, lowered)):
+    for i, (k, tk) in enumerate(zip(kernels, lowered, strict=True)):
         sizes = dict(tk.size_args)
         rnumel = sizes.get("rnumel")
         members.append(ComboMember(tk, sizes["xnumel"], rnumel))
@@ -126,7 +126,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
             size_params.append((f"rnumel_{i}", rnumel))
         constexprs += [f"{c}_{i}" for c in tk.constexprs]
         args = {}
-        for param, v in zip(_params(tk)[: tk.num_inputs + tk.num_outputs], list(k.inputs) + list(k.results)):
+        for param, v in zip(_params(tk)[: tk.num_inputs + tk.num_outputs], list(k.inputs) + list(k.results), strict=True):
             args[param] = pointer_name[v] if v in pointer_name else out_name[v]
         for param, e in tk.size_args:
             if param in ("xnumel", "rnumel"):
@@ -145,9 +145,9 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     size_params += [(arg, shapes.size_symbol(sym)) for sym, arg in sorted(symbols.items(), key=lambda t: shapes.natural_key(t[0]))]
 
     name = re.sub(r"\W", "_", combo_name)
-    params = list(pointer_name.values()) + list(out_name.values()) + [n for n, _ in size_params] + [f"{c}: tl.constexpr" for c in constexprs]
+    params = [*pointer_name.values(), *out_name.values(), *(n for n, _ in size_params), *(f"{c}: tl.constexpr" for c in constexprs)]
     lines = ["@triton.jit", f"def {name}({', '.join(params)}):", "    pid = tl.program_id(0)"]
-    for i, tk in enumerate(lowered):
+    for i in range(len(lowered)):
         count = f"(xnumel_{i} + XBLOCK_{i} - 1) // XBLOCK_{i}"  # not tl.cdiv: a library @jit function the interpreter cannot call
         lines.append(f"    num_blocks_{i} = {count}" if i == 0 else f"    num_blocks_{i} = num_blocks_{i - 1} + {count}")
     for i, (what, body) in enumerate(branches):
@@ -227,7 +227,7 @@ def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, writer) -> list[str]:
     """
     lines = [writer.allocate(r) for k in combo.kernels for r in k.results]
     names = writer.names
-    for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands):
+    for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands, strict=True):
         names[outer] = names[inner]
     static = not any(e.free_symbols for _, e in tc.size_args)
     if static:  # every number is known: the launch line carries them

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from fusec.dialects import extern_calls as externs
 from fusec.analysis import heuristics
 from fusec.base import shapes
+from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
@@ -75,7 +75,7 @@ def as_layout(t, strides: tuple[int, ...]):
     """``t`` with ``strides``, starting 16-byte aligned (what kernels are compiled for): itself when only
     size-0/1 dims differ (kernels never step along them), else a copy."""
     if t.numel() == 0 or (t.data_ptr() % 16 == 0 and
-                          all(st == want or size == 1 for size, st, want in zip(t.shape, t.stride(), strides))):
+                          all(st == want or size == 1 for size, st, want in zip(t.shape, t.stride(), strides, strict=True))):
         return t
     import torch
 
@@ -116,11 +116,9 @@ def lower_graph(graph: F.GraphOp, size_hints: Mapping[str, int] | None = None,
 INPUT_CHECKS = ("all", "layout", "alignment")
 
 
-_TORCH_DTYPES = {
-    "bool": "torch.bool", "int8": "torch.int8", "int16": "torch.int16", "int32": "torch.int32", "int64": "torch.int64",
-    "uint8": "torch.uint8", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32",
-    "float64": "torch.float64",
-}
+def _torch_dtype(t) -> str:
+    """Host source for an element type's torch dtype: ``torch.float32``."""
+    return f"torch.{F.dtype_name(t)}"
 
 
 def _tuple(items: list[str]) -> str:
@@ -161,7 +159,7 @@ class _LauncherWriter:
         self.aligned.add(name)
         t = value.type
         return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
-                f"dtype={_TORCH_DTYPES[F.dtype_name(t.element_type)]}, device=device)")
+                f"dtype={_torch_dtype(t.element_type)}, device=device)")
 
     # ------------------------------------------------------------ ops
 
@@ -302,7 +300,7 @@ class _LauncherWriter:
         else:  # a tuple or list: pick the results out of it
             target_list = f"{outs[0]}," if len(outs) == 1 else ", ".join(outs)
             lines = [f"{target_list} = _pick_results({call}, {tuple(op.result_positions)!r})"] if outs else [call]
-        for name, r in zip(outs, op.outputs):
+        for name, r in zip(outs, op.outputs, strict=True):
             t = r.type
             layout = self.shape_tuple(t.layout)
             lines.append(f"if {name}.stride() != {layout}:")
@@ -352,7 +350,7 @@ class _LauncherWriter:
             name = self.names[a]
             if self.check_shapes:
                 shape = self.shape_tuple(t.dims)
-                dtype = _TORCH_DTYPES[F.dtype_name(t.element_type)]
+                dtype = _torch_dtype(t.element_type)
                 lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
                 lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             layout = self.shape_tuple(t.layout)

@@ -44,10 +44,10 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis import heuristics
 from fusec.base import shapes
+from fusec.base.shapes import value_range
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
-from fusec.base.shapes import value_range
 
 INT32_LIMIT = 2**31
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
@@ -297,7 +297,8 @@ class _KernelWriter:
         name = self.fresh()
         args = f"{ptr}, {mask}, other=0" if mask else ptr
         widen = ".to(tl.float32)" if dtype in ("float16", "bfloat16") else ""
-        stmt = self.define(op, _Value(name, ops.compute_dtype(dtype), hx, hr, self._phase(deps)), [f"{name} = tl.load({args}){widen}"], deps)
+        value = _Value(name, ops.compute_dtype(dtype), hx, hr, self._phase(deps))
+        stmt = self.define(op, value, [f"{name} = tl.load({args}){widen}"], deps)
         stmt.evicting = lambda policy: [f"{name} = tl.load({args}, eviction_policy='{policy}'){widen}"]
         return stmt
 
@@ -325,7 +326,7 @@ class _KernelWriter:
         operands = [self.values[v] for v in op.inputs]
         result = F.dtype_name(op.result.type)
         wanted = ops.operand_dtype(fn, [F.dtype_name(v.type) for v in op.inputs], result)
-        args = [ops.convert(v.name, v.dtype, ops.compute_dtype(w)) for v, w in zip(operands, wanted)]
+        args = [ops.convert(v.name, v.dtype, ops.compute_dtype(w)) for v, w in zip(operands, wanted, strict=True)]
         name = self.fresh()
         if fn == "convert":
             v, src = operands[0], F.dtype_name(op.inputs[0].type)

@@ -17,21 +17,17 @@ import re
 
 import torch
 
+from fusec.base import dtypes
 from fusec.dialects import fusec as F
 
-TL_DTYPES: dict[str, str] = {
-    "bool": "tl.int1", "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64",
-    "uint8": "tl.uint8", "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32",
-    "float64": "tl.float64",
-}
-FLOATS = {"float16", "bfloat16", "float32", "float64"}
+FLOATS = {d.name for d in dtypes.DTYPES if d.kind == "float"}
 _SMALL_INTS = {"int8", "int16", "uint8"}  # a Python literal beside them may widen the result
-INTS = {"int8", "int16", "int32", "int64", "uint8"}
-_TORCH = {name: getattr(torch, name) for name in TL_DTYPES}
+INTS = {d.name for d in dtypes.DTYPES if d.kind in ("int", "uint")}
+_TORCH = {d.name: d.torch for d in dtypes.DTYPES}
 
 
 def tl_dtype(name: str) -> str:
-    return TL_DTYPES[name]
+    return dtypes.of_name(name).triton
 
 
 def compute_dtype(name: str) -> str:
@@ -155,7 +151,8 @@ UNARY = {
     "trunc": _rounding("libdevice.trunc({a})"),
     "sign": lambda a, t: a if t == "bool" else f"({a} > 0).to({tl_dtype(t)}) - ({a} < 0).to({tl_dtype(t)})",  # sign(NaN) is 0 in torch
     "reciprocal": lambda a, t: f"1.0 / {a}" if t in FLOATS else f"1 / {a}",
-    "relu": lambda a, t: (a if t == "bool" else f"tl.where({a} < 0, 0, {a})" + (f".to({tl_dtype(t)})" if t in _SMALL_INTS else "")),  # NaN stays NaN
+    # NaN stays NaN
+    "relu": lambda a, t: (a if t == "bool" else f"tl.where({a} < 0, 0, {a})" + (f".to({tl_dtype(t)})" if t in _SMALL_INTS else "")),
     "logical_not": lambda a, t: f"({a} == 0)",
     "bitwise_not": lambda a, t: f"({a} == 0)" if t == "bool" else f"~{a}",
     "isnan": lambda a, t: f"({a} != {a})",

@@ -36,7 +36,7 @@ group both ways on the GPU and keeps the faster; without a CUDA device it is ski
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -44,11 +44,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.base import remarks
-from fusec.analysis.cost_model import GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, parse_size_hints, resolve_size_hints
-from fusec.dialects import fusec as F
 from fusec.analysis import timing
+from fusec.analysis.cost_model import GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, parse_size_hints, resolve_size_hints
 from fusec.analysis.liveness import moment_bytes, op_step, provably_at_most
+from fusec.base import remarks
+from fusec.dialects import fusec as F
 from fusec.passes.combo_schedule import Node, Schedule, depends, graph_level, operands_of
 
 # Refusal codes, in the order the checks run: a later code means the kernel came closer to joining.
@@ -312,7 +312,7 @@ def make_combo(name: str, kernels: Sequence[F.KernelOp]) -> F.ComboOp:
     body = Block()
     body.add_ops([*kernels, out])
     combo = F.ComboOp(name, [r.type for r in yielded], Region(body))
-    for r, new in zip(yielded, combo.outputs):
+    for r, new in zip(yielded, combo.outputs, strict=True):
         r.replace_uses_with_if(new, lambda use: use.operation is not out)
     return combo
 

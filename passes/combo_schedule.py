@@ -16,8 +16,8 @@ import sympy
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import KernelCost, SizeHints, buffer_bytes
-from fusec.dialects import fusec as F
 from fusec.analysis.liveness import Step, live_intervals, live_masks, moment_bytes, op_step, storage_root
+from fusec.dialects import fusec as F
 
 
 @dataclass(eq=False)
@@ -51,7 +51,7 @@ class Schedule:
         self.position = {id(n): i for i, n in enumerate(self.nodes)}
         self.defined_by = {v: i for i, n in enumerate(self.nodes) for op in n.ops for v in op.results}
         self.ancestors: list[int] = []
-        for i, n in enumerate(self.nodes):
+        for n in self.nodes:
             anc = 0
             for j in self._producers(n):
                 anc |= self.ancestors[j] | (1 << j)

@@ -19,7 +19,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from fusec.base import shapes
 from fusec.dialects import fusec as F
@@ -59,7 +59,7 @@ def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
     kept_dims = [d for i, d in enumerate(in_t.dims) if i not in reduced]
     red_dims = [in_t.dims[i] for i in reduced]
     x_idx = iter(shapes.flat_to_dims(X, kept_dims))
-    r_idx = dict(zip(reduced, shapes.flat_to_dims(R, red_dims)))
+    r_idx = dict(zip(reduced, shapes.flat_to_dims(R, red_dims), strict=True))
     idx = [r_idx[i] if i in r_idx else next(x_idx) for i in range(in_t.rank)]
     kb = KernelBuilder()
     value = kb.element(op.input, idx)
@@ -169,7 +169,8 @@ class EraseDeadView(RewritePattern):
     """Views, constants and symbolic values nothing reads any more (their uses were folded into kernels)."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ConstantOp | F.SymbolicOp, rewriter: PatternRewriter, /) -> None:
+    def match_and_rewrite(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ConstantOp | F.SymbolicOp,
+                          rewriter: PatternRewriter, /) -> None:
         if not op.result.uses and isinstance(op.parent_op(), F.GraphOp):
             rewriter.erase(op)
 

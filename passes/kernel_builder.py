@@ -29,7 +29,8 @@ def view_source(value: SSAValue, idx: Sequence[sympy.Expr]) -> tuple[SSAValue, l
         op = value.owner
         if isinstance(op, F.ReshapeOp):
             out_t, in_t = op.result.type, op.input.type
-            flat = shapes.simplify_index(sum((i * s for i, s in zip(idx, shapes.contiguous_strides(out_t.dims))), sympy.Integer(0)))
+            strides = shapes.contiguous_strides(out_t.dims)
+            flat = shapes.simplify_index(sum((i * s for i, s in zip(idx, strides, strict=True)), sympy.Integer(0)))
             idx = shapes.flat_to_dims(flat, in_t.dims)
         elif isinstance(op, F.PermuteOp):
             new = [sympy.Integer(0)] * len(idx)
@@ -55,7 +56,7 @@ def broadcast_index(value_type: F.TensorType, out_dims: Sequence[sympy.Expr], id
 
 
 def storage_offset(t: F.TensorType, idx: Sequence[sympy.Expr]) -> sympy.Expr:
-    return shapes.simplify_index(sum((i * s for i, s in zip(idx, t.layout)), sympy.Integer(0)))
+    return shapes.simplify_index(sum((i * s for i, s in zip(idx, t.layout, strict=True)), sympy.Integer(0)))
 
 
 class KernelBuilder:
@@ -136,5 +137,5 @@ class KernelBuilder:
             self.block.insert_arg(t, len(self.block.args))
         outs = self.block.args[len(self.inputs):]
         self.block.add_ops(self.ops)
-        self.block.add_ops(F.StoreOp(v, buf, index) for (v, _, index), buf in zip(self.stores, outs))
+        self.block.add_ops(F.StoreOp(v, buf, index) for (v, _, index), buf in zip(self.stores, outs, strict=True))
         return F.KernelOp(name, domain, self.inputs, out_types, Region(self.block))

@@ -56,7 +56,7 @@ def loads_of(kernel: F.KernelOp, values: Iterable[SSAValue]) -> list[tuple[F.Loa
     """(load, graph value it reads) for every load in ``kernel`` of one of ``values``."""
     wanted = set(values)
     out = []
-    for arg, operand in zip(kernel.input_args, kernel.inputs):
+    for arg, operand in zip(kernel.input_args, kernel.inputs, strict=True):
         if operand in wanted:
             out += [(u.operation, operand) for u in arg.uses if isinstance(u.operation, F.LoadOp)]
     return sorted(out, key=lambda lv: kernel.block.get_operation_index(lv[0]))
@@ -83,7 +83,7 @@ class BodyBuilder:
     def map_inputs(self, kernel: F.KernelOp, skip: Iterable[SSAValue] = ()) -> None:
         """Make ``kernel``'s input buffers (except ``skip``) available to cloned loads."""
         skipped = set(skip)
-        self.sources.update((arg, v) for arg, v in zip(kernel.input_args, kernel.inputs) if v not in skipped)
+        self.sources.update((arg, v) for arg, v in zip(kernel.input_args, kernel.inputs, strict=True) if v not in skipped)
 
     def add(self, op: Operation) -> SSAValue:
         self.block.add_op(op)
@@ -107,7 +107,7 @@ class BodyBuilder:
         else:
             new = op.clone(value_mapper=vm)
         self.block.add_op(new)
-        vm.update(zip(op.results, new.results))
+        vm.update(zip(op.results, new.results, strict=True))
 
     def output(self, out_type: Attribute, replaces: SSAValue | None = None) -> int:
         """A new output buffer; ``replaces`` is the old graph value it stands for."""
@@ -131,7 +131,7 @@ class BodyBuilder:
                 del self.inputs[i]
         name = merged_name(merged, self.block, self.domain, number_from, graph)
         kernel = F.KernelOp(name, self.domain, self.inputs, [t for t, _ in self.outputs], region)
-        replaced = {old: new for (_, old), new in zip(self.outputs, kernel.outputs) if old is not None}
+        replaced = {old: new for (_, old), new in zip(self.outputs, kernel.outputs, strict=True) if old is not None}
         return kernel, replaced
 
 

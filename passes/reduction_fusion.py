@@ -42,11 +42,11 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.base import shapes
+from fusec.base.remarks import describe
+from fusec.base.shapes import print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, equal, flat_maps, same_index, simplify_in_domain, substitute
 from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, install_within_limits, loads_of, stores_by_output
-from fusec.base.remarks import describe
-from fusec.base.shapes import print_expr
 
 PASS = "reduction-fusion"
 Decline = tuple[str, str]  # (remark code, message)
@@ -120,7 +120,7 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
         if not isinstance(op, F.StoreOp):
             bb.clone(op, vm, {})
     k_outs = {}
-    for arg, r in zip(k.output_args, results):
+    for arg, r in zip(k.output_args, results, strict=True):
         if any(u is not e for u in graph.readers(r)):  # still read elsewhere: keep storing it
             k_outs[arg] = bb.output(arg.type, r)
     stored = {}
@@ -129,8 +129,8 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
             stored[results[list(k.output_args).index(op.buffer)]] = vm[op.value]
             if op.buffer in k_outs:
                 bb.store(vm[op.value], k_outs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
-    reads = {arg: v for arg, v in zip(e.input_args, e.inputs) if v in stored}
-    e_outs = {arg: bb.output(arg.type, r) for arg, r in zip(e.output_args, e.results)}
+    reads = {arg: v for arg, v in zip(e.input_args, e.inputs, strict=True) if v in stored}
+    e_outs = {arg: bb.output(arg.type, r) for arg, r in zip(e.output_args, e.results, strict=True)}
     for op in e.block.ops:
         if isinstance(op, F.LoadOp) and op.buffer in reads:
             vm[op.result] = stored[reads[op.buffer]]

@@ -45,11 +45,11 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.base import remarks
+from fusec.base.remarks import describe
+from fusec.base.shapes import FloorDiv, print_expr, value_range
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, substitute
 from fusec.passes.kernel_merge import BodyBuilder
-from fusec.base.remarks import describe
-from fusec.base.shapes import FloorDiv, print_expr, value_range
 
 PASS = "split-reductions"
 COMBINABLE = ("sum", "prod", "max", "min", "any", "all")  # partials combine with the same reduction
@@ -197,7 +197,7 @@ def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: F.KernelOp, split
     xnumel, _ = kernel.domain_exprs
     bb = BodyBuilder([xnumel, splits])
     bb.map_inputs(kernel)
-    outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs)}
+    outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs, strict=True)}
     parts = iter(partials.outputs)
     vm: dict[SSAValue, SSAValue] = {}
     for op in kernel.block.ops:

@@ -48,9 +48,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from fusec.analysis import heuristics
 from fusec.base import remarks
+from fusec.base.shapes import FloorDiv, print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, simplify_in_domain
-from fusec.base.shapes import FloorDiv, print_expr
 
 PASS = "tile-pointwise"
 MAX_IDLE_LANES = 1 / 8  # a broadcast alone is not worth a tile with more idle lanes than this

@@ -42,12 +42,21 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.base import shapes
+from fusec.base.remarks import describe
+from fusec.base.shapes import print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, covers_domain, equal
-from fusec.passes.kernel_merge import (BodyBuilder, Declines, Graph, Worklist, body_size, describe_user,
-                                       install_within_limits, loads_of, stores_by_output)
-from fusec.base.shapes import print_expr
-from fusec.base.remarks import describe
+from fusec.passes.kernel_merge import (
+    BodyBuilder,
+    Declines,
+    Graph,
+    Worklist,
+    body_size,
+    describe_user,
+    install_within_limits,
+    loads_of,
+    stores_by_output,
+)
 
 PASS = "vertical-fusion"
 
@@ -153,7 +162,7 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     bb = BodyBuilder(c.domain_exprs)
     p_stores = stores_by_output(p)
     results = list(p.results)
-    reads = {arg: results.index(v) for arg, v in zip(c.input_args, c.inputs) if v in results}
+    reads = {arg: results.index(v) for arg, v in zip(c.input_args, c.inputs, strict=True) if v in results}
     copies: dict[tuple, list[SSAValue]] = {}
 
     def producer_at(index: sympy.Expr, mask: SSAValue | None) -> list[SSAValue]:
@@ -172,7 +181,7 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     bb.map_inputs(p)
     bb.map_inputs(c, skip=results)
     vm: dict[SSAValue, SSAValue] = {}
-    outs = {arg: bb.output(arg.type, r) for arg, r in zip(c.output_args, c.results)}
+    outs = {arg: bb.output(arg.type, r) for arg, r in zip(c.output_args, c.results, strict=True)}
     for op in c.block.ops:
         if isinstance(op, F.LoadOp) and op.buffer in reads:
             vm[op.result] = producer_at(op.index.data, vm[op.mask] if op.mask is not None else None)[reads[op.buffer]]

@@ -1,5 +1,4 @@
 import pytest
-import sympy
 
 from fusec.base import shapes
 from fusec.base.shapes import ExprSyntaxError, parse_expr, print_expr
@@ -33,7 +32,7 @@ def test_floordiv_pulls_out_whole_multiples():
 def test_contiguous_access_simplifies_to_x(dims):
     dims = [shapes.as_expr(d) for d in dims]
     idx = shapes.flat_to_dims(X, dims)
-    offset = sum(i * s for i, s in zip(idx, shapes.contiguous_strides(dims)))
+    offset = sum(i * s for i, s in zip(idx, shapes.contiguous_strides(dims), strict=True))
     assert shapes.simplify_index(offset) == X
 
 

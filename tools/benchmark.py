@@ -54,7 +54,7 @@ def _swiglu(x, wg, wu, wd):
 def _optimizer_step(*tensors):
     n = len(tensors) // 2
     params, grads = tensors[:n], tensors[n:]
-    return tuple(p - 0.01 * (g + 0.1 * p) for p, g in zip(params, grads))
+    return tuple(p - 0.01 * (g + 0.1 * p) for p, g in zip(params, grads, strict=True))
 
 
 def _randn(*shape):
@@ -67,7 +67,8 @@ PROGRAMS = [
             lambda dt, dev: [_randn(4096, 1024)(dt, dev), _randn(1024)(dt, dev), _randn(1024)(dt, dev)]),
     Program("rmsnorm", _rmsnorm, lambda dt, dev: [_randn(4096, 2048)(dt, dev), _randn(2048)(dt, dev)]),
     Program("softmax", lambda x: torch.softmax(x, -1), lambda dt, dev: [_randn(4096, 2048)(dt, dev)]),
-    Program("layernorm_gelu", _layer_norm_gelu, lambda dt, dev: [_randn(4096, 1024)(dt, dev), _randn(1024)(dt, dev), _randn(1024)(dt, dev)]),
+    Program("layernorm_gelu", _layer_norm_gelu,
+            lambda dt, dev: [_randn(4096, 1024)(dt, dev), _randn(1024)(dt, dev), _randn(1024)(dt, dev)]),
     Program("transformer_mix", _transformer_mix,
             lambda dt, dev: [_randn(4096, 1024)(dt, dev)] + [_randn(1024)(dt, dev) for _ in range(5)]),
     Program("swiglu", _swiglu, lambda dt, dev: [_randn(2048, 1024)(dt, dev), _randn(1024, 2816)(dt, dev) * 0.03,
@@ -159,9 +160,9 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
                 f = compiled(prog.fn, backend, dynamic)
                 got = _flatten(f(*inputs))
                 tol = dict(rtol=2e-2, atol=2e-2) if dt != torch.float32 else dict(rtol=1e-4, atol=1e-4)
-                ok = all(torch.allclose(a.float(), b.float(), **tol) for a, b in zip(expected, got))
-                kernels, gemms, gpu_us = profile_call(lambda: f(*inputs))
-                ms = triton.testing.do_bench(lambda: f(*inputs), warmup=50, rep=300, return_mode="median")
+                ok = all(torch.allclose(a.float(), b.float(), **tol) for a, b in zip(expected, got, strict=True))
+                kernels, gemms, gpu_us = profile_call(lambda f=f, inputs=inputs: f(*inputs))
+                ms = triton.testing.do_bench(lambda f=f, inputs=inputs: f(*inputs), warmup=50, rep=300, return_mode="median")
                 rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{gpu_us:.1f}", f"{ms * 1000:.1f}"))
             except Exception as e:  # a failing backend is a row, not the end of the table
                 rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-", "-"))

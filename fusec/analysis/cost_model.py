@@ -32,14 +32,12 @@ import sympy
 from xdsl.ir import SSAValue
 
 from fusec.analysis import heuristics
-from fusec.base import shapes
+from fusec.base import dtypes, shapes
 from fusec.dialects import fusec as F
 
 # Used for a size symbol with neither a hint option nor a declared lower bound above 1.
 DEFAULT_SIZE_HINT = 8192
 
-ELEMENT_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
-                 "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 # ---------------------------------------------------------------- size hints
@@ -114,14 +112,14 @@ def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = N
 
 
 def element_bytes(t) -> int:
-    return ELEMENT_BYTES[F.dtype_name(F.element_of(t))]
+    return dtypes.of_ir(F.element_of(t)).bytes
 
 
 def storage_numel(t: F.TensorType) -> sympy.Expr:
     """Elements a buffer of this type spans (its strides included)."""
     if any(d == 0 for d in t.dims):
         return sympy.Integer(0)
-    return sympy.Integer(1) + sum(((d - 1) * s for d, s in zip(t.dims, t.layout)), sympy.Integer(0))
+    return sympy.Integer(1) + sum(((d - 1) * s for d, s in zip(t.dims, t.layout, strict=True)), sympy.Integer(0))
 
 
 def buffer_bytes(t: F.TensorType, hints: SizeHints) -> int:
@@ -218,7 +216,7 @@ def launch_time_us(costs: Sequence[KernelCost], gpu: GPU) -> float:
     total_blocks = sum(c.blocks for c in costs)
     if total_blocks <= gpu.sm_count:
         return gpu.launch_overhead_us + max(taus)
-    work = sum(c.blocks * t for c, t in zip(costs, taus)) / gpu.sm_count
+    work = sum(c.blocks * t for c, t in zip(costs, taus, strict=True)) / gpu.sm_count
     return gpu.launch_overhead_us + work + max(taus)
 
 

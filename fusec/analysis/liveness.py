@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import Operation, SSAValue
 
-from fusec.base import shapes
 from fusec.analysis.cost_model import SizeHints, buffer_bytes, element_bytes, resolve_size_hints, storage_numel
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 
 VIEW_OPS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)

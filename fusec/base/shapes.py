@@ -41,7 +41,7 @@ class FloorDiv(sympy.Function):
         if isinstance(base, sympy.Add):
             quotients = [sympy.cancel(t / divisor) for t in base.args]
             whole = [q for q in quotients if _is_integer_poly(q)]
-            rest = [t for t, q in zip(base.args, quotients) if not _is_integer_poly(q)]
+            rest = [t for t, q in zip(base.args, quotients, strict=True) if not _is_integer_poly(q)]
             if whole and all(t.is_nonnegative for t in rest):
                 return sympy.Add(*whole) + FloorDiv(sympy.Add(*rest), divisor)
         q = sympy.cancel(base / divisor)
@@ -354,7 +354,7 @@ def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
         return [sympy.Integer(0)] * len(shape)
     strides = contiguous_strides(shape)
     out: list[sympy.Expr] = []
-    for k, (size, stride) in enumerate(zip(shape, strides)):
+    for k, (size, stride) in enumerate(zip(shape, strides, strict=True)):
         if size == 1:
             out.append(sympy.Integer(0))
             continue

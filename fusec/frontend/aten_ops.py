@@ -26,9 +26,9 @@ import torch.fx
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from fusec.base import shapes
+from fusec.base import dtypes, shapes
 from fusec.dialects import fusec as F
-from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, torch_dtype
+from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph
 
 
 class Decline(Exception):
@@ -82,9 +82,11 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
     call = Call(node, _bind(target, imp.value(node.args), {k: imp.value(v) for k, v in node.kwargs.items()}))
     before = imp.block.last_op
     try:
+        _check_computable(node)
         value = lowering(imp, call)
         for op in _ops_after(imp, before):
             op.verify()
+        _check_matches_meta(imp, value, node.meta.get("val"))
         return value
     except Decline as why:
         reason = str(why)
@@ -98,6 +100,32 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
         op.detach()
         op.erase(safe_erase=False)
     return imp.extern(reason=reason)
+
+
+def _check_computable(node: torch.fx.Node) -> None:
+    """Dtypes that torch itself barely computes on (uint16/32/64) only pass through externs."""
+    metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    for m in F.flat_returns(metas):
+        if isinstance(m, torch.Tensor) and dtypes.of_torch(m.dtype).name in dtypes.PASS_THROUGH_ONLY:
+            raise Decline(f"it computes on {m.dtype}, which fusec only passes between torch calls")
+
+
+def _check_matches_meta(imp: GraphBuilder, value, meta) -> None:
+    """Every tensor a native form gives has the dtype and shape torch gives (``view(dtype)`` must not become a reshape)."""
+    values, metas = F.flat_returns(value), F.flat_returns(meta)
+    if len(values) != len(metas):
+        raise Decline(f"its native form gives {len(values)} values where torch gives {len(metas)}")
+    for v, m in zip(values, metas, strict=True):
+        if not isinstance(m, torch.Tensor):
+            continue
+        if not isinstance(v, SSAValue) or not isinstance(v.type, F.TensorType):
+            raise Decline(f"its native form gives {v!r} where torch gives a tensor")
+        want = F.ELEMENT_TYPES[dtypes.of_torch(m.dtype).name]
+        if v.type.element_type != want:
+            raise Decline(f"its native form gives {v.type.element_type} where torch gives {m.dtype}")
+        dims = [imp.size(d) for d in m.shape]
+        if len(dims) != v.type.rank or any(a != b and not shapes.provably_equal(a, b) for a, b in zip(v.type.dims, dims, strict=True)):
+            raise Decline(f"its native form gives shape {v.type.dims} where torch gives {dims}")
 
 
 def _ops_after(imp: GraphBuilder, before) -> list:
@@ -177,7 +205,7 @@ def scalar_type(fn: str, operands: Sequence, out: F.TensorType) -> Attribute:
     """
     if fn not in F.PREDICATES:
         return out.element_type
-    tensors = [torch_dtype(v.type) for v in operands if isinstance(v, SSAValue)]
+    tensors = [F.torch_dtype(v.type) for v in operands if isinstance(v, SSAValue)]
     dtype = functools.reduce(torch.promote_types, tensors) if tensors else torch.int64
     numbers = [v for v in operands if _is_number(v)]
     if any(isinstance(v, (float, SymFloat)) for v in numbers) and not dtype.is_floating_point:
@@ -470,7 +498,8 @@ def _expand(imp: GraphBuilder, c: Call) -> SSAValue:
         return x
     lead = len(out_dims) - x.type.rank
     strides = [sympy.Integer(0)] * lead + [
-        sympy.Integer(0) if d == 1 and out_dims[lead + k] != 1 else s for k, (d, s) in enumerate(zip(x.type.dims, x.type.layout))]
+        sympy.Integer(0) if d == 1 and out_dims[lead + k] != 1 else s
+        for k, (d, s) in enumerate(zip(x.type.dims, x.type.layout, strict=True))]
     return imp.emit_value(F.ExpandOp(x, _view_type(x, out_dims, strides)))
 
 

@@ -20,7 +20,7 @@ import torch.fx
 from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, IntAttr, NameLoc, NoneAttr, StringAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from fusec.base import remarks, shapes
+from fusec.base import dtypes, remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.frontend.exprs import UnsupportedExpr, check_printable, int_expr
 
@@ -39,15 +39,39 @@ class SymFloat:
 # ---------------------------------------------------------------- dtypes and locations
 
 
+def extern_argument(v, operands: list[SSAValue], device: torch.device, refusal: str) -> Attribute:
+    """An imported FX argument as ``fusec.extern`` data; a tensor operand is appended to ``operands``."""
+    if isinstance(v, SSAValue):
+        operands.append(v)
+        return F.OperandSlotAttr()
+    if isinstance(v, (list, tuple)):
+        return ArrayAttr([extern_argument(x, operands, device, refusal) for x in v])
+    if isinstance(v, torch.device):
+        return F.TorchConstAttr(F.GRAPH_DEVICE if v.type == device.type else str(v))
+    for kinds, make in _EXTERN_LEAVES:
+        if isinstance(v, kinds):
+            return make(v)
+    raise UnsupportedGraph(f"{refusal} at run time")
+
+
+# Leaf values of extern arguments, in the order they are tried (a bool is an int: it comes first).
+_EXTERN_LEAVES = (
+    (bool, F.NumberAttr),
+    ((int, sympy.Expr), lambda v: F.ExprAttr(shapes.as_expr(v))),
+    (float, F.NumberAttr),
+    (type(None), lambda v: NoneAttr()),
+    (str, StringAttr),
+    (torch.dtype, lambda v: element_type(v)),
+    ((torch.layout, torch.memory_format), lambda v: F.TorchConstAttr(str(v).removeprefix("torch."))),
+)
+
+
 def element_type(dtype: torch.dtype) -> Attribute:
-    name = str(dtype).removeprefix("torch.")
-    if name not in F.ELEMENT_TYPES:
-        raise UnsupportedGraph(f"dtype {dtype} has no fusec element type")
-    return F.ELEMENT_TYPES[name]
-
-
-def torch_dtype(t: Attribute) -> torch.dtype:
-    return getattr(torch, F.dtype_name(F.element_of(t)))
+    """The IR's element type of a torch dtype; a dtype fusec has no type for makes the graph unsupported."""
+    try:
+        return dtypes.of_torch(dtype).ir
+    except dtypes.UnknownDType as e:
+        raise UnsupportedGraph(str(e)) from None
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -123,7 +147,7 @@ class GraphBuilder:
         dims = [self.size(d) for d in fake.shape]
         if strides is None and layout:
             contiguous = shapes.contiguous_strides(dims)  # a size-1 dim's stride is never used: ignore it
-            strides = [c if d == 1 else self.size(s) for d, s, c in zip(dims, fake.stride(), contiguous)]
+            strides = [c if d == 1 else self.size(s) for d, s, c in zip(dims, fake.stride(), contiguous, strict=True)]
         return F.TensorType(dims, element_type(fake.dtype), strides)
 
     def result_type(self, index: int | None = None, layout: bool = False) -> F.TensorType:
@@ -228,28 +252,7 @@ class GraphBuilder:
         operands: list[SSAValue] = []
 
         def arg(v) -> Attribute:
-            if isinstance(v, SSAValue):
-                operands.append(v)
-                return F.OperandSlotAttr()
-            if isinstance(v, bool):
-                return F.NumberAttr(v)
-            if isinstance(v, (int, sympy.Expr)):
-                return F.ExprAttr(shapes.as_expr(v))
-            if isinstance(v, float):
-                return F.NumberAttr(v)
-            if v is None:
-                return NoneAttr()
-            if isinstance(v, str):
-                return StringAttr(v)
-            if isinstance(v, (list, tuple)):
-                return ArrayAttr([arg(x) for x in v])
-            if isinstance(v, torch.dtype):
-                return element_type(v)
-            if isinstance(v, (torch.layout, torch.memory_format)):
-                return F.TorchConstAttr(str(v).removeprefix("torch."))
-            if isinstance(v, torch.device):
-                return F.TorchConstAttr(F.GRAPH_DEVICE if v.type == self.device.type else str(v))
-            raise UnsupportedGraph(f"FX node {node.name}: cannot pass {v!r} ({type(v).__name__}) to {target} at run time")
+            return extern_argument(v, operands, self.device, f"FX node {node.name}: cannot pass {v!r} ({type(v).__name__}) to {target}")
 
         args = [arg(self.value(a)) for a in node.args]
         kwargs = {k: arg(self.value(v)) for k, v in node.kwargs.items()}

@@ -129,7 +129,10 @@ def _moments(x, dim, correction, keepdim):
 
     Low-precision floats are computed in fp32 like torch does, then rounded back.
     """
-    dims = list(range(x.dim())) if dim is None or (not isinstance(dim, int) and len(dim) == 0) else ([dim] if isinstance(dim, int) else list(dim))
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        dims = list(range(x.dim()))
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
     dims = [d % x.dim() if x.dim() else 0 for d in dims]
     n = 1
     for d in dims:

@@ -41,38 +41,45 @@ def int_expr(e: sympy.Basic) -> sympy.Expr:
         return sympy.Integer(int(e))
     if e.is_Symbol:
         return shapes.symbol(e.name)
-    args = e.args
-    if isinstance(e, sympy.Add):
-        return sympy.Add(*map(int_expr, args))
-    if isinstance(e, sympy.Mul):
-        if any(a.is_Rational and not a.is_Integer for a in args):
-            raise UnsupportedExpr(f"non-integer coefficient in {e}")
-        return sympy.Mul(*map(int_expr, args))
-    if isinstance(e, sympy.Pow) or _is(e, "PowByNatural"):
-        base, exp = args
-        if not (exp.is_Integer and exp >= 0):
-            raise UnsupportedExpr(f"power with exponent {exp} in {e}")
-        return int_expr(base) ** int(exp)
-    if _is(e, "FloorDiv", "CleanDiv"):
-        return shapes.FloorDiv(int_expr(args[0]), int_expr(args[1]))
-    if _is(e, "CeilDiv"):
-        a, b = map(int_expr, args)
-        return shapes.FloorDiv(a + b - 1, b)
-    if _is(e, "ModularIndexing"):
-        base, divisor, modulus = map(int_expr, args)
-        return sympy.Mod(shapes.FloorDiv(base, divisor), modulus)
-    if isinstance(e, sympy.Mod) or _is(e, "Mod", "PythonMod"):
-        return sympy.Mod(int_expr(args[0]), int_expr(args[1]))
-    if isinstance(e, sympy.Max) or _is(e, "Max"):
-        return sympy.Max(*map(int_expr, args))
-    if isinstance(e, sympy.Min) or _is(e, "Min"):
-        return sympy.Min(*map(int_expr, args))
-    if _is(e, "Identity"):
-        return int_expr(args[0])
-    if _is(e, "CeilToInt", "FloorToInt", "TruncToInt") and _is(args[0], "IntTrueDiv"):
-        a, b = map(int_expr, args[0].args)
-        return shapes.FloorDiv(a + b - 1, b) if _is(e, "CeilToInt") else shapes.FloorDiv(a, b)
+    for matches, convert in _CONVERTERS:
+        if matches(e):
+            return convert(e, *e.args)
     raise UnsupportedExpr(f"cannot write the size expression {e} ({type(e).__name__}) in fusec's form")
+
+
+def _mul(e, *args):
+    if any(a.is_Rational and not a.is_Integer for a in args):
+        raise UnsupportedExpr(f"non-integer coefficient in {e}")
+    return sympy.Mul(*map(int_expr, args))
+
+
+def _pow(e, base, exp):
+    if not (exp.is_Integer and exp >= 0):
+        raise UnsupportedExpr(f"power with exponent {exp} in {e}")
+    return int_expr(base) ** int(exp)
+
+
+def _rounded_division(e, quotient):
+    a, b = map(int_expr, quotient.args)
+    return shapes.FloorDiv(a + b - 1, b) if _is(e, "CeilToInt") else shapes.FloorDiv(a, b)
+
+
+# (is it this kind of expression, its fusec form from (e, *e.args)), tried in order.
+_CONVERTERS = (
+    (lambda e: isinstance(e, sympy.Add), lambda e, *a: sympy.Add(*map(int_expr, a))),
+    (lambda e: isinstance(e, sympy.Mul), _mul),
+    (lambda e: isinstance(e, sympy.Pow) or _is(e, "PowByNatural"), _pow),
+    (lambda e: _is(e, "FloorDiv", "CleanDiv"), lambda e, a, b: shapes.FloorDiv(int_expr(a), int_expr(b))),
+    (lambda e: _is(e, "CeilDiv"), lambda e, a, b: shapes.FloorDiv(int_expr(a) + int_expr(b) - 1, int_expr(b))),
+    (lambda e: _is(e, "ModularIndexing"),
+     lambda e, base, div, mod: sympy.Mod(shapes.FloorDiv(int_expr(base), int_expr(div)), int_expr(mod))),
+    (lambda e: isinstance(e, sympy.Mod) or _is(e, "Mod", "PythonMod"), lambda e, a, b: sympy.Mod(int_expr(a), int_expr(b))),
+    (lambda e: isinstance(e, sympy.Max) or _is(e, "Max"), lambda e, *a: sympy.Max(*map(int_expr, a))),
+    (lambda e: isinstance(e, sympy.Min) or _is(e, "Min"), lambda e, *a: sympy.Min(*map(int_expr, a))),
+    (lambda e: _is(e, "Identity"), lambda e, a: int_expr(a)),
+    (lambda e: _is(e, "CeilToInt", "FloorToInt", "TruncToInt") and _is(e.args[0], "IntTrueDiv"),
+     lambda e, q: _rounded_division(e, q)),
+)
 
 
 def check_printable(e: sympy.Expr) -> sympy.Expr:

@@ -32,11 +32,11 @@ from xdsl.ir import Region, SSAValue
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.frontend.aten_ops import lower_call
-from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location, torch_dtype
+from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.exprs import symbol_bounds
 
 __all__ = ["ImportInfo", "InputSlot", "OutputSlot", "SymFloat", "UnsupportedGraph", "element_type", "import_graph",
-           "node_location", "torch_dtype"]
+           "node_location"]
 
 
 # ---------------------------------------------------------------- what the backend needs
@@ -105,11 +105,13 @@ class ImportInfo:
         """Every declared symbol's value, from the tensors' sizes and strides and the SymInt arguments."""
         env: dict[str, int] = {}
         tensors = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "tensor"] + list(self.constants)
-        for t, ty in zip(tensors, self.input_types):
-            for expr, actual in zip(ty.dims + (ty.layout if not ty.is_contiguous else []), list(t.shape) + (list(t.stride()) if not ty.is_contiguous else [])):
+        for t, ty in zip(tensors, self.input_types[:len(tensors)], strict=True):  # the size carriers come last
+            exprs = ty.dims + (ty.layout if not ty.is_contiguous else [])
+            actuals = list(t.shape) + (list(t.stride()) if not ty.is_contiguous else [])
+            for expr, actual in zip(exprs, actuals, strict=True):
                 if isinstance(expr, sympy.Symbol):
                     env.setdefault(expr.name, int(actual))
-        for slot, arg in zip(self.inputs, args):
+        for slot, arg in zip(self.inputs, args, strict=True):
             if slot.kind == "symint" and isinstance(slot.expr, sympy.Symbol):
                 env.setdefault(slot.expr.name, int(arg))
         missing = sorted(set(self.symbols) - set(env))

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 import torch
 from xdsl.ir import SSAValue
 
-from fusec.base import shapes
 from fusec.analysis.cost_model import SizeHints
+from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering.combo_kernel import lower_kernels_as_combo
 from fusec.lowering.triton_kernel import TritonKernel, lower_kernel
@@ -27,16 +27,10 @@ def _do_bench(fn: Callable[[], None]) -> float:
     return triton.testing.do_bench(fn)
 
 
-def _dtype(t) -> torch.dtype:
-    from fusec.runtime.interpreter import torch_dtype
-
-    return torch_dtype(t)
-
-
 def _tensor(t: F.TensorType, env: dict[str, int], device: str, gen: torch.Generator) -> torch.Tensor:
     size = [shapes.evaluate(d, env) for d in t.dims]
     stride = [shapes.evaluate(s, env) for s in t.layout]
-    out = torch.empty_strided(size, stride, dtype=_dtype(t), device=device)
+    out = torch.empty_strided(size, stride, dtype=F.torch_dtype(t), device=device)
     if out.dtype.is_floating_point:
         out.copy_(torch.randn(size, generator=gen).to(out.dtype))
     else:
@@ -73,7 +67,7 @@ def benchmark_launches(kernels: Sequence[F.KernelOp], hints: SizeHints, device: 
     combo_fn = getattr(load_kernel_module(combo.source, interpret), combo.name)
 
     def separate() -> None:
-        for k, tk, fn in zip(kernels, singles, fns):
+        for k, tk, fn in zip(kernels, singles, fns, strict=True):
             launch_kernel(tk, fn, [buffers[v] for v in list(k.inputs) + list(k.results)], env)
 
     def together() -> None:

@@ -20,7 +20,6 @@ from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
 from fusec.runtime.kernel_cache import load_kernel, source_hash
 from fusec.runtime.kernel_runner import KernelRunner
 
-
 # ---------------------------------------------------------------- graphs
 
 

@@ -8,7 +8,7 @@ that broadcast exactly like Triton blocks do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sympy
 import torch
@@ -18,16 +18,6 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.extern_calls import call_extern
-
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
-    "uint8": torch.uint8, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-    "float64": torch.float64,
-}
-
-
-def torch_dtype(t: Attribute) -> torch.dtype:
-    return TORCH_DTYPES[F.dtype_name(F.element_of(t))]
 
 
 def _floordiv(a, b):
@@ -104,14 +94,15 @@ def bind_symbols(graph: F.GraphOp, inputs: Sequence[torch.Tensor]) -> dict[str, 
     if len(inputs) != len(graph.block.args):
         raise InterpreterError(f"@{graph.sym_name.data} takes {len(graph.block.args)} tensors, got {len(inputs)}")
     env: dict[str, int] = {}
-    for t, arg in zip(inputs, graph.block.args):
-        for d, actual in zip(arg.type.dims, t.shape):
+    for t, arg in zip(inputs, graph.block.args, strict=True):
+        for d, actual in zip(arg.type.dims, t.shape, strict=True):
             if isinstance(d, sympy.Symbol):
                 env.setdefault(d.name, int(actual))
-    for i, (t, arg) in enumerate(zip(inputs, graph.block.args)):
+    for i, (t, arg) in enumerate(zip(inputs, graph.block.args, strict=True)):
         want = [shapes.evaluate(d, env) for d in arg.type.dims]
         if list(t.shape) != want:
-            raise InterpreterError(f"input {i}: shape {list(t.shape)} does not match {[shapes.print_expr(d) for d in arg.type.dims]} = {want}")
+            declared = [shapes.print_expr(d) for d in arg.type.dims]
+            raise InterpreterError(f"input {i}: shape {list(t.shape)} does not match {declared} = {want}")
     return env
 
 
@@ -119,7 +110,7 @@ def run(module: ModuleOp | F.GraphOp, inputs: Sequence[torch.Tensor], graph_name
     graph = find_graph(module, graph_name)
     env = bind_symbols(graph, inputs)
     device = inputs[0].device if inputs else torch.device("cpu")
-    values: dict[SSAValue, torch.Tensor] = dict(zip(graph.block.args, inputs))
+    values: dict[SSAValue, torch.Tensor] = dict(zip(graph.block.args, inputs, strict=True))
     for op in graph.block.ops:
         if isinstance(op, F.OutputOp):
             return [values[v] for v in op.values]
@@ -131,52 +122,53 @@ def _shape(t: Attribute, env: dict[str, int]) -> list[int]:
     return [shapes.evaluate(d, env) for d in t.dims]
 
 
+def _slice(op: F.SliceOp, x: torch.Tensor, env: dict[str, int]) -> torch.Tensor:
+    d, step = op.dim.data, op.step.data
+    start = shapes.evaluate(op.start.data, env)
+    length = _shape(op.result.type, env)[d]
+    return x.narrow(d, start, (length - 1) * step + 1 if length else 0)[(slice(None),) * d + (slice(None, None, step),)]
+
+
+def _index(op: F.IndexOp, src: torch.Tensor, idx: torch.Tensor, env: dict[str, int]) -> torch.Tensor:
+    d, idx = op.dim.data, idx.to(torch.int64)
+    idx = torch.where(idx < 0, idx + src.shape[d], idx)
+    return src.index_select(d, idx.reshape(-1)).reshape(_shape(op.result.type, env))
+
+
+def _combo(op: F.ComboOp, values: dict, env: dict[str, int], device: torch.device) -> list[torch.Tensor]:
+    inner = dict(values)
+    for k in op.kernels:
+        inner.update(zip(k.outputs, run_kernel(k, [inner[v] for v in k.inputs], env, device), strict=True))
+    return [inner[v] for v in op.body.block.last_op.operands]
+
+
+# Each graph-level op: (op, its operands' values, symbol values, device, all values so far) -> its results' values.
+_GRAPH_OPS: dict[type, Callable[..., list[torch.Tensor]]] = {
+    F.PointwiseOp: lambda op, a, env, dev, _: [apply_pointwise(op.fn.data, a, F.torch_dtype(op.result.type))],
+    F.ConstantOp: lambda op, a, env, dev, _: [
+        torch.full(_shape(op.result.type, env), op.value.data, dtype=F.torch_dtype(op.result.type), device=dev)],
+    F.SymbolicOp: lambda op, a, env, dev, _: [
+        torch.tensor(shapes.evaluate(op.expr.data, env), dtype=F.torch_dtype(op.result.type), device=dev)],
+    F.ReduceOp: lambda op, a, env, dev, _: [REDUCE_FUNCTIONS[op.kind.data](a[0], op.dim_list, bool(op.keepdim))],
+    F.ReshapeOp: lambda op, a, env, dev, _: [a[0].reshape(_shape(op.result.type, env))],
+    F.PermuteOp: lambda op, a, env, dev, _: [a[0].permute(op.perm_list)],
+    F.ExpandOp: lambda op, a, env, dev, _: [a[0].expand(_shape(op.result.type, env))],
+    F.SliceOp: lambda op, a, env, dev, _: [_slice(op, a[0], env)],
+    F.CatOp: lambda op, a, env, dev, _: [torch.cat(a, op.dim.data)],
+    F.IndexOp: lambda op, a, env, dev, _: [_index(op, a[0], a[1], env)],
+    F.GatherOp: lambda op, a, env, dev, _: [torch.gather(a[0], op.dim.data, a[1].to(torch.int64))],
+    F.ExternOp: lambda op, a, env, dev, _: call_extern(op, a, env, dev),
+    F.KernelOp: lambda op, a, env, dev, _: run_kernel(op, a, env, dev),
+    F.ComboOp: lambda op, a, env, dev, values: _combo(op, values, env, dev),
+}
+
+
 def _run_graph_op(op: Operation, values: dict[SSAValue, torch.Tensor], env: dict[str, int], device: torch.device) -> None:
-    arg = lambda v: values[v]  # noqa: E731
-    if isinstance(op, F.PointwiseOp):
-        out = apply_pointwise(op.fn.data, [arg(v) for v in op.inputs], torch_dtype(op.result.type))
-    elif isinstance(op, F.ConstantOp):
-        out = torch.full(_shape(op.result.type, env), op.value.data, dtype=torch_dtype(op.result.type), device=device)
-    elif isinstance(op, F.SymbolicOp):
-        out = torch.tensor(shapes.evaluate(op.expr.data, env), dtype=torch_dtype(op.result.type), device=device)
-    elif isinstance(op, F.ReduceOp):
-        out = REDUCE_FUNCTIONS[op.kind.data](arg(op.input), op.dim_list, bool(op.keepdim))
-    elif isinstance(op, F.ReshapeOp):
-        out = arg(op.input).reshape(_shape(op.result.type, env))
-    elif isinstance(op, F.PermuteOp):
-        out = arg(op.input).permute(op.perm_list)
-    elif isinstance(op, F.ExpandOp):
-        out = arg(op.input).expand(_shape(op.result.type, env))
-    elif isinstance(op, F.SliceOp):
-        d, step = op.dim.data, op.step.data
-        start = shapes.evaluate(op.start.data, env)
-        length = _shape(op.result.type, env)[d]
-        out = arg(op.input).narrow(d, start, (length - 1) * step + 1 if length else 0)[(slice(None),) * d + (slice(None, None, step),)]
-    elif isinstance(op, F.CatOp):
-        out = torch.cat([arg(v) for v in op.inputs], op.dim.data)
-    elif isinstance(op, F.IndexOp):
-        src, idx, d = arg(op.input), arg(op.index).to(torch.int64), op.dim.data
-        idx = torch.where(idx < 0, idx + src.shape[d], idx)
-        out = src.index_select(d, idx.reshape(-1)).reshape(_shape(op.result.type, env))
-    elif isinstance(op, F.GatherOp):
-        out = torch.gather(arg(op.input), op.dim.data, arg(op.index).to(torch.int64))
-    elif isinstance(op, F.ExternOp):
-        values.update(zip(op.outputs, call_extern(op, [arg(v) for v in op.inputs], env, device)))
-        return
-    elif isinstance(op, F.KernelOp):
-        outs = run_kernel(op, [arg(v) for v in op.inputs], env, device)
-        values.update(zip(op.outputs, outs))
-        return
-    elif isinstance(op, F.ComboOp):
-        inner = dict(values)
-        for k in op.kernels:
-            inner.update(zip(k.outputs, run_kernel(k, [inner[v] for v in k.inputs], env, device)))
-        terminator = op.body.block.last_op
-        values.update(zip(op.outputs, [inner[v] for v in terminator.operands]))
-        return
-    else:
+    run = _GRAPH_OPS.get(type(op))
+    if run is None:
         raise InterpreterError(f"the interpreter does not know {op.name}")
-    values[op.results[0]] = out
+    outs = run(op, [values[v] for v in op.operands], env, device, values)
+    values.update(zip(op.results, outs, strict=True))
 
 
 # ---------------------------------------------------------------- kernels
@@ -228,11 +220,11 @@ def run_kernel(kernel: F.KernelOp, inputs: Sequence[torch.Tensor], env: dict[str
     index_env["r"] = torch.arange(rnumel, device=device).reshape(1, -1)
     full = (xnumel, rnumel)
     outputs = [
-        torch.empty_strided(_shape(t, env), [shapes.evaluate(s, env) for s in t.layout], dtype=torch_dtype(t), device=device)
+        torch.empty_strided(_shape(t, env), [shapes.evaluate(s, env) for s in t.layout], dtype=F.torch_dtype(t), device=device)
         for t in (r.type for r in kernel.outputs)
     ]
     vals: dict[SSAValue, torch.Tensor] = {}
-    flats = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs)}
+    flats = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs, strict=True)}
 
     def index_of(op) -> torch.Tensor:
         idx = torch.as_tensor(evaluate_index(op.index.data, index_env), device=device)
@@ -260,15 +252,15 @@ def run_kernel(kernel: F.KernelOp, inputs: Sequence[torch.Tensor], env: dict[str
             flats[op.buffer][idx.reshape(-1)] = value.reshape(-1).to(flats[op.buffer].dtype)
             continue
         elif isinstance(op, F.PointwiseOp):
-            out = apply_pointwise(op.fn.data, [vals[v] for v in op.inputs], torch_dtype(op.result.type))
+            out = apply_pointwise(op.fn.data, [vals[v] for v in op.inputs], F.torch_dtype(op.result.type))
         elif isinstance(op, F.ConstantOp):
-            out = torch.full((1, 1), op.value.data, dtype=torch_dtype(op.result.type), device=device)
+            out = torch.full((1, 1), op.value.data, dtype=F.torch_dtype(op.result.type), device=device)
         elif isinstance(op, F.SymbolicOp):
-            out = torch.as_tensor(evaluate_index(op.expr.data, index_env), device=device).to(torch_dtype(op.result.type))
+            out = torch.as_tensor(evaluate_index(op.expr.data, index_env), device=device).to(F.torch_dtype(op.result.type))
             out = out.reshape(out.shape if out.dim() == 2 else (1, 1))
         elif isinstance(op, F.ReduceROp):
             value = torch.broadcast_to(vals[op.input], full)
-            out = REDUCE_FUNCTIONS[op.kind.data](value, [1], True).to(torch_dtype(op.result.type))
+            out = REDUCE_FUNCTIONS[op.kind.data](value, [1], True).to(F.torch_dtype(op.result.type))
         else:
             raise InterpreterError(f"the interpreter does not know {op.name} in a kernel")
         vals[op.results[0]] = out

@@ -26,6 +26,7 @@ import triton
 
 from fusec.base import env
 
+
 def cache_dir() -> Path:
     """Where kernel sources are cached (``$FUSEC_CACHE_DIR``, read by fusec.base.env, the one place for variables)."""
     return env.cache_dir()

@@ -23,7 +23,7 @@ def seed(t1, t2, t3, t4):
 
 def sgd(*tensors):
     n = len(tensors) // 2
-    return tuple(p - 0.01 * (g + 0.1 * p) for p, g in zip(tensors[:n], tensors[n:]))
+    return tuple(p - 0.01 * (g + 0.1 * p) for p, g in zip(tensors[:n], tensors[n:], strict=True))
 
 
 def seed_inputs(rows, seed_=0):
@@ -64,9 +64,9 @@ def test_combo_launch_counts_and_results(program, make, sizes, count, dynamic):
     compiled = torch.compile(fn, backend="fusec", dynamic=dynamic)
     for i, size in enumerate(sizes if dynamic else sizes[:1]):
         inputs = make(size, seed_=i)
-        for got, want in zip(compiled(*inputs), fn(*inputs)):
+        for got, want in zip(compiled(*inputs), fn(*inputs), strict=True):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-        assert launches(lambda: compiled(*inputs)) == count
+        assert launches(lambda inputs=inputs: compiled(*inputs)) == count
 
 
 @pytest.mark.parametrize("program", ["seed", "sgd16"])
@@ -99,7 +99,7 @@ def test_benchmark_option_times_each_group_on_the_gpu(program, tmp_path):
     spec = default_pipeline_spec().replace("combo-grouping", "combo-grouping{benchmark=true}")
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="fusec", options={"pipeline": spec, "dump_dir": str(tmp_path)})
-    for got, want in zip(compiled(*inputs), fn(*inputs)):
+    for got, want in zip(compiled(*inputs), fn(*inputs), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     (log,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/remarks.json")]
     assert not [r for r in log if r["code"] == "benchmark-skipped"]

@@ -73,7 +73,7 @@ def tolerance(dtype: torch.dtype, device: str) -> dict:
 def assert_matches_eager(got, want) -> None:
     got, want = flat(got), flat(want)
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
         assert g.device == w.device, (g.device, w.device)
         torch.testing.assert_close(g.cpu(), w.cpu(), equal_nan=True, **tolerance(w.dtype, w.device.type))

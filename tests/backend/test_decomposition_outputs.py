@@ -147,7 +147,7 @@ def test_decomposition_returns_what_the_op_returns(name):
     eager = _flat(op(*args))
     decomposed = _flat(table[op](*args))
     assert len(decomposed) == len(eager), f"aten.{name}: {len(decomposed)} outputs, the op has {len(eager)}"
-    for i, (d, e) in enumerate(zip(decomposed, eager)):
+    for i, (d, e) in enumerate(zip(decomposed, eager, strict=True)):
         if (name, i) in UNSPECIFIED:
             consumer = UNSPECIFIED[(name, i)]
             if consumer is not None:

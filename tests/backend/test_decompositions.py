@@ -6,8 +6,8 @@ import torch.nn.functional as Fn
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-from fusec.frontend.decompositions import EXTERN, fusec_decompositions
 from fusec.frontend.aten_ops import DESIGNED_EXTERNS, TABLE
+from fusec.frontend.decompositions import EXTERN, fusec_decompositions
 
 aten = torch.ops.aten
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -116,7 +116,7 @@ def compiled(request, tmp_path_factory) -> Compiled:
             inputs = _inputs(program, rows, cols, seed)
             got, want = _flat(fn(*inputs)), _flat(program.fn(*inputs))
             assert len(got) == len(want)
-            for g, w in zip(got, want):
+            for g, w in zip(got, want, strict=True):
                 torch.testing.assert_close(g, w, rtol=1.3e-6, atol=program.atol)
         torch._dynamo.reset()
         dirs = sorted(p for p in dump.iterdir() if p.is_dir())

@@ -14,7 +14,9 @@ import torch
 import torch.nn.functional as Fn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
+# A graph that fell back to eager would match eager trivially: fail instead.
+pytestmark = [pytest.mark.usefixtures("fresh_dynamo"),  # tests/conftest.py
+              pytest.mark.filterwarnings("error:fusec. graph .* runs with torch")]
 
 
 def _leaves(tensors):
@@ -31,7 +33,7 @@ def _grads_match(fn, inputs, *, dynamic=False, context=None, atol=1e-5, rtol=1e-
         got = compiled(*compiled_in)
         (got.float().square().sum() + got.float().sum()).backward()
     torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
-    for i, (e, c) in enumerate(zip(eager_in, compiled_in)):
+    for i, (e, c) in enumerate(zip(eager_in, compiled_in, strict=True)):
         if not e.requires_grad:
             assert c.grad is None
             continue
@@ -49,9 +51,9 @@ class _nothing:
         return False
 
 
-def _qkv(b=2, h=4, l=24, s=24, e=12, h_kv=None, g=None):
+def _qkv(b=2, h=4, length=24, s=24, e=12, h_kv=None, g=None):
     g = g or torch.Generator().manual_seed(0)
-    q = torch.randn(b, h, l, e, generator=g, requires_grad=True)
+    q = torch.randn(b, h, length, e, generator=g, requires_grad=True)
     k = torch.randn(b, h_kv or h, s, e, generator=g, requires_grad=True)
     v = torch.randn(b, h_kv or h, s, e, generator=g, requires_grad=True)
     return q, k, v
@@ -100,11 +102,11 @@ def test_attention_gradients_with_a_mask(mask):
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_attention_gradients_grouped_query(dynamic):
     """GQA: 4 query heads share 2 key/value heads."""
-    _grads_match(_sdpa(enable_gqa=True, is_causal=True), _qkv(h=4, h_kv=2, l=16, s=16, e=8), dynamic=dynamic)
+    _grads_match(_sdpa(enable_gqa=True, is_causal=True), _qkv(h=4, h_kv=2, length=16, s=16, e=8), dynamic=dynamic)
 
 
 def test_attention_gradients_cross_lengths():
-    _grads_match(_sdpa(), _qkv(l=10, s=17, e=8))
+    _grads_match(_sdpa(), _qkv(length=10, s=17, e=8))
 
 
 @pytest.mark.parametrize("needs", ["weight-only", "input-only", "all"])
@@ -172,6 +174,6 @@ def test_attention_gradients_on_gpu(_, causal, dynamic, dtype, backend):
     """Each fused attention eager can pick on a GPU: the backward extern gets the forward's saved outputs
     (log-sum-exp, RNG state, sequence lengths: tensors mixed with sizes) exactly as eager gives them."""
     g = torch.Generator().manual_seed(7)
-    q, k, v = (t.detach().to("cuda", dtype).requires_grad_() for t in _qkv(l=64, s=64, e=32, g=g))
+    q, k, v = (t.detach().to("cuda", dtype).requires_grad_() for t in _qkv(length=64, s=64, e=32, g=g))
     _grads_match(_sdpa(is_causal=causal), [q, k, v], dynamic=dynamic, context=lambda: sdpa_kernel([GPU_BACKENDS[backend]]),
                  atol=2e-2, rtol=2e-2)

@@ -9,12 +9,12 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.experimental.proxy_tensor import make_fx
 from xdsl.printer import Printer
 
-from fusec.runtime import interpreter
 from fusec.base import remarks
 from fusec.frontend.decompositions import fusec_decompositions
 from fusec.frontend.importer import import_graph
 from fusec.pipeline import parse_module
 from fusec.registry import make_context
+from fusec.runtime import interpreter
 
 
 def trace(fn, *inputs, dynamic: bool = False) -> torch.fx.GraphModule:
@@ -73,6 +73,6 @@ def flat(values) -> list:
 def assert_matches_eager(outputs, expected) -> None:
     expected = flat(expected)
     assert len(outputs) == len(expected)
-    for got, want in zip(outputs, expected):
+    for got, want in zip(outputs, expected, strict=True):
         assert got.dtype == want.dtype, (got.dtype, want.dtype)
         torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-4, atol=1e-5)

@@ -37,8 +37,8 @@ def test_op_imports_with_symbolic_sizes(name):
 def test_symbolic_graph_runs_at_other_sizes():
     fn = lambda x: (x[:, 1:] - x.mean(1, keepdim=True)).softmax(-1)  # noqa: E731
     gm = trace(fn, randn(4, 6), dynamic=True)
-    from fusec.runtime import interpreter
     from fusec.frontend.importer import import_graph
+    from fusec.runtime import interpreter
 
     module, info = import_graph(gm, [randn(4, 6)])
     for shape in [(3, 5), (7, 2), (2, 9)]:

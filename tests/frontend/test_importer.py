@@ -7,11 +7,10 @@ import sympy
 import torch
 from import_helpers import assert_matches_eager, capture, import_and_run, ir_text, reparsed_text
 
-from fusec.runtime import interpreter
 from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.frontend.importer import InputSlot, UnsupportedGraph, import_graph
-
+from fusec.runtime import interpreter
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
@@ -91,7 +90,7 @@ def test_locations_name_the_fx_node_and_the_users_line():
     module, _ = import_graph(gm, example)
     text = ir_text(module, locations=True)
     line = fn.__code__.co_firstlineno + 1
-    mul = next(l for l in text.splitlines() if 'pointwise "mul"' in l)
+    mul = next(line_ for line_ in text.splitlines() if 'pointwise "mul"' in line_)
     assert re.search(rf'loc\("mul(_\d+)?"\(".*test_importer\.py":{line}:\d+\)\)', mul), mul
     assert "loc(" not in ir_text(module)  # plain printing leaves them out
 
@@ -212,7 +211,7 @@ def test_import_and_run_matches_on_a_small_model():
     params = dict(model.named_parameters())
 
     def fn(x, *weights):
-        return torch.func.functional_call(model, dict(zip(params, weights)), (x,)).softmax(-1)
+        return torch.func.functional_call(model, dict(zip(params, weights, strict=True)), (x,)).softmax(-1)
 
     module, info, log, outputs = import_and_run(fn, x, *params.values())
     assert not log.remarks

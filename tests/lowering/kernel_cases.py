@@ -77,7 +77,7 @@ def compile_for_hopper(kernel_op: F.KernelOp, lowered, xnumel: int = 64, rnumel:
 
     fn = load_kernel(lowered.source, lowered.name, interpret=False)
     buffers = list(kernel_op.inputs) + list(kernel_op.outputs)
-    signature = {name: _POINTER_TYPES[F.dtype_name(b.type.element_type)] for name, b in zip(fn.arg_names, buffers)}
+    signature = {name: _POINTER_TYPES[F.dtype_name(b.type.element_type)] for name, b in zip(fn.arg_names[:len(buffers)], buffers, strict=True)}
     constants = {}
     for name, _ in lowered.size_args:
         signature[name] = "constexpr" if size_type == "one" else size_type

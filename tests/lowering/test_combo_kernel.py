@@ -4,13 +4,12 @@ import re
 
 import pytest
 
-from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.lowering.combo_kernel import lower_combo
 from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
-from fusec.runtime import compile_module
+from fusec.runtime import compile_module, interpreter
 from fusec.testing import apply_passes, assert_same_results, kernels, parse, random_inputs, seed_graph, sgd_graph, sgd_kernels
 
 TOL = dict(atol=1e-4, rtol=1e-4)  # reductions sum in another order than torch
@@ -30,7 +29,7 @@ def grouped(text: str, **options):
 
 
 def eager_sgd(inputs):
-    return [p - 0.01 * (g + 0.1 * p) for p, g in zip(inputs[0::2], inputs[1::2])]
+    return [p - 0.01 * (g + 0.1 * p) for p, g in zip(inputs[0::2], inputs[1::2], strict=True)]
 
 
 # ---------------------------------------------------------------- the seed talk's example

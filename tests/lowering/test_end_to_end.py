@@ -9,10 +9,9 @@ import importlib.util
 import pytest
 import torch
 
-from fusec.runtime import interpreter
 from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.form_kernels import FormKernels
-from fusec.runtime import compile_module
+from fusec.runtime import compile_module, interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
 
 GRAPHS = {

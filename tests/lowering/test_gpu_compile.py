@@ -59,7 +59,7 @@ def _all_pointwise_functions() -> str:
         lines.append(f"      %c_{target} = fusec.pointwise \"convert\" %f : (f32) -> {target}")
         results.append((f"%c_{target}", target))
     outs = [f"!fusec.tensor<[s0], {t}>" for _, t in results]
-    stores = [f"      fusec.store {v}, %out{k}[x] : {o}" for k, ((v, _), o) in enumerate(zip(results, outs))]
+    stores = [f"      fusec.store {v}, %out{k}[x] : {o}" for k, ((v, _), o) in enumerate(zip(results, outs, strict=True))]
     return kernel_module("fusec_poi_everything_0", "s0", ["!fusec.tensor<[s0], f32>", "!fusec.tensor<[s0], i64>"], outs,
                          "\n".join(lines + stores))
 

@@ -11,10 +11,9 @@ import test_triton_kernel as cases
 import torch
 from kernel_cases import LOOPED, PERSISTENT
 
-from fusec.runtime import interpreter
 from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.form_kernels import FormKernels
-from fusec.runtime import compile_module
+from fusec.runtime import compile_module, interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -7,7 +7,6 @@ import torch
 import triton
 from kernel_cases import ROW_SUM_TEXT, compile_text, randn
 
-from fusec import runtime
 from fusec.runtime import kernel_cache
 
 

@@ -8,13 +8,12 @@ import torch
 from kernel_cases import compile_for_hopper, compile_text, kernel_module, only_kernel, randn
 
 from fusec.analysis import heuristics
-from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import lower_graph
 from fusec.lowering.triton_kernel import lower_kernel
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.tile_pointwise import TilePointwise
-from fusec.runtime import compile_module
+from fusec.runtime import compile_module, interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
 
 # x.t() + y, written as the tiled kernel tile-pointwise makes of it: x read down its columns.

@@ -6,9 +6,10 @@ import pytest
 import torch
 from kernel_cases import LOOPED, PERSISTENT, compile_text, kernel_module, only_kernel, randn
 
-from fusec.runtime import interpreter
+from fusec.base import dtypes
 from fusec.dialects import fusec as F
 from fusec.lowering.triton_kernel import LoweringOptions, lower_kernel
+from fusec.runtime import interpreter
 from fusec.testing import parse
 
 MODES = pytest.mark.parametrize("options", [PERSISTENT, LOOPED], ids=["persistent", "looped"])
@@ -266,7 +267,7 @@ def test_every_reduction_matches_the_reference_interpreter(kind, dtype, options)
       %s = fusec.reduce_r "{kind}" %v : {dtype} -> {out}
       fusec.store %s, %out0[x] : !fusec.tensor<[s0], {out}>""")
     gen = torch.Generator().manual_seed(5)
-    torch_dtype = interpreter.TORCH_DTYPES[{"f32": "float32", "i32": "int32", "i1": "bool", "f64": "float64", "i8": "int8", "bf16": "bfloat16"}[dtype]]
+    torch_dtype = dtypes.of_name({"f32": "float32", "i32": "int32", "i1": "bool", "f64": "float64", "i8": "int8", "bf16": "bfloat16"}[dtype]).torch
     if torch_dtype.is_floating_point:
         a = (torch.randn(4, 19, generator=gen) * (0.5 if kind == "prod" else 1)).to(torch_dtype)
     elif torch_dtype == torch.bool:
@@ -325,8 +326,8 @@ def _operand(i: int, dtype: str, fn: str) -> torch.Tensor:
         ints = _INT_INPUTS.roll(i * 5)
         if fn in ("floordiv", "remainder") and i == 1:
             ints = torch.where(ints == 0, torch.tensor(3), ints)
-        return ints.to(interpreter.TORCH_DTYPES[_NAMES[dtype]])
-    t = base.to(interpreter.TORCH_DTYPES[_NAMES[dtype]])
+        return ints.to(dtypes.of_name(_NAMES[dtype]).torch)
+    t = base.to(dtypes.of_name(_NAMES[dtype]).torch)
     if fn in ("isnan", "isinf", "maximum", "minimum", "sign", "relu"):
         t = t.clone()
         t[3] = math.nan

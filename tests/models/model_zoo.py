@@ -7,8 +7,8 @@ length, so tests can run a second size through the same compiled artifact.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

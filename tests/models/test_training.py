@@ -8,7 +8,9 @@ import pytest
 import torch
 from model_zoo import MODELS
 
-pytestmark = [pytest.mark.usefixtures("fresh_dynamo"), pytest.mark.slow]
+# A graph that fell back to eager would match eager trivially: fail instead.
+pytestmark = [pytest.mark.usefixtures("fresh_dynamo"), pytest.mark.slow,
+              pytest.mark.filterwarnings("error:fusec. graph .* runs with torch")]
 
 
 def _step(model, case, inputs):

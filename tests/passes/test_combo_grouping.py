@@ -5,15 +5,15 @@ import random
 import pytest
 import torch
 
-from fusec.runtime import interpreter
-from fusec.base import remarks
 from fusec.analysis.cost_model import DEFAULT_SIZE_HINT
-from fusec.dialects import fusec as F
 from fusec.analysis.liveness import peak_memory_estimate
+from fusec.base import remarks
+from fusec.dialects import fusec as F
 from fusec.passes import combo_grouping
 from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
 from fusec.pipeline import PipelineError, parse_pipeline_spec
+from fusec.runtime import interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs, seed_graph, sgd_kernels
 
 T = "!fusec.tensor<[s0, 512], f32>"
@@ -97,16 +97,16 @@ builtin.module {{
 
 
 def test_dependence_through_an_extern_and_a_view():
-    text = f"""
-builtin.module {{
-  fusec.graph @g(%a : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>) {{
+    text = """
+builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>) {
     %e = fusec.pointwise "exp" %a : (!fusec.tensor<[8, 8], f32>) -> !fusec.tensor<[8, 8], f32>
     %t = fusec.permute %e [1, 0] : !fusec.tensor<[8, 8], f32> -> !fusec.tensor<[8, 8], f32>
     %m:1 = fusec.extern "aten.mm.default"(%t, %a) : (!fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[8, 8], f32>)
     %n = fusec.pointwise "neg" %m : (!fusec.tensor<[8, 8], f32>) -> !fusec.tensor<[8, 8], f32>
     fusec.output %e, %n : !fusec.tensor<[8, 8], f32>, !fusec.tensor<[8, 8], f32>
-  }}
-}}"""
+  }
+}"""
     before, after, log = run_grouping(text)
     assert not combos(after)
     assert [(r.code, r.subjects) for r in log.remarks] == [("dependence", ("@fusec_poi_neg_1",))]

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
+from fusec.runtime import interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
 
 FILECHECK = Path(__file__).parents[1] / "filecheck" / "passes"

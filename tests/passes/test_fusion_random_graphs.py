@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from fusec.runtime import interpreter
 from fusec.base import remarks
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.reduction_fusion import ReductionFusion
 from fusec.passes.vertical_fusion import VerticalFusion
+from fusec.runtime import interpreter
 from fusec.testing import apply_passes, assert_same_results, graph_text, parse, print_ir, random_inputs
 
 SHAPES = {"A": "s0, 8", "B": "8", "C": "s0, 1", "D": "1, 8", "E": "8, s0", "R": "s0"}

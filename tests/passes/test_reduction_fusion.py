@@ -104,10 +104,10 @@ def test_var_mean_siblings_share_one_read():
     fusec.output %var, %mean : {r}, {r}"""))
     (k,) = kernels(module)
     assert ops_named(k, F.LoadOp) == 1 and len(k.outputs) == 2
-    module, _ = fuse(graph_text(f"%x : {t}", f"{r}, {r}", """
+    module, _ = fuse(graph_text(f"%x : {t}", f"{r}, {r}", f"""
     %s = fusec.reduce "sum" %x dims [1] : {t} -> {r}
     %m = fusec.reduce "max" %x dims [1] : {t} -> {r}
-    fusec.output %s, %m : {r}, {r}""".format(t=t, r=r)), siblings=False)
+    fusec.output %s, %m : {r}, {r}"""), siblings=False)
     assert len(kernels(module)) == 2
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import sympy
 
-from fusec.runtime import interpreter
 from fusec.base import remarks, shapes
+from fusec.base.shapes import FloorDiv
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.kernel_index import R, X
 from fusec.passes.tile_pointwise import TilePointwise, divides, split_x, stride
-from fusec.base.shapes import FloorDiv
+from fusec.runtime import interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, print_ir, random_inputs
 
 FILECHECK = Path(__file__).parents[1] / "filecheck" / "passes" / "tile-pointwise.mlir"
@@ -78,7 +78,7 @@ def _check_same_meaning(text: str, sizes: list[dict[str, int]]) -> dict[str, lis
     """Run form-kernels, then tile-pointwise; every graph gives the same results before and after."""
     before = apply_passes(parse(text), FormKernels())
     after = apply_passes(parse(print_ir(before)), TilePointwise())
-    for g_before, g_after in zip(_graphs(before), _graphs(after)):
+    for g_before, g_after in zip(_graphs(before), _graphs(after), strict=True):
         if not set(g_before.declared_symbols) <= shapes.free_size_symbols(d for a in g_before.block.args for d in a.type.dims):
             continue  # a size only a hand-written kernel knows: nothing binds it
         for seed, env in enumerate(sizes):
@@ -141,7 +141,7 @@ def _random_index(rnd: random.Random) -> tuple[sympy.Expr, list[int]]:
     strides = shapes.contiguous_strides(dims)
     step = rnd.choice([1, 1, 2])
     idx = shapes.flat_to_dims(X, out)
-    return sympy.Add(*[i * strides[p] * step for i, p in zip(idx, perm)]), out
+    return sympy.Add(*[i * strides[p] * step for i, p in zip(idx, perm, strict=True)]), out
 
 
 @pytest.mark.parametrize("seed", range(40))

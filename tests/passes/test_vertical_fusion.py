@@ -2,10 +2,10 @@
 
 import pytest
 
-from fusec.runtime import interpreter
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.vertical_fusion import VerticalFusion
+from fusec.runtime import interpreter
 from fusec.testing import graph_text, kernels, print_ir, run_passes_checked, tensor_type
 
 
