@@ -9,7 +9,6 @@ broken pass file cannot stop the others from running.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 
 from xdsl.context import Context
@@ -28,22 +27,9 @@ def _lazy(module: str, cls: str) -> PassFactory:
     return factory
 
 
-def _module_exists(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:  # a parent package is missing
-        return False
-
-
-# fusec's own passes, in pipeline order.  form-kernels is always listed: it is the
-# correctness baseline every pipeline starts with.
+# fusec's own passes, in pipeline order.  form-kernels is the correctness baseline every pipeline starts with.
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
-}
-
-# ---- fusion passes being written: each is listed once its module exists, so the
-# ---- registry never names a pass that cannot load.  Add new fusion passes here.
-_COMING_PASSES: dict[str, tuple[str, str]] = {
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
     "reduction-fusion": ("fusec.passes.reduction_fusion", "ReductionFusion"),
     "split-reductions": ("fusec.passes.split_reductions", "SplitReductions"),
@@ -60,9 +46,7 @@ _XDSL_PASSES: dict[str, tuple[str, str]] = {
 
 
 def _fusec_owned() -> dict[str, PassFactory]:
-    table = {name: _lazy(*where) for name, where in _FUSEC_PASSES.items()}
-    table.update({name: _lazy(*where) for name, where in _COMING_PASSES.items() if _module_exists(where[0])})
-    return table
+    return {name: _lazy(*where) for name, where in _FUSEC_PASSES.items()}
 
 
 PASSES: dict[str, PassFactory] = {

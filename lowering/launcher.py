@@ -303,7 +303,9 @@ class _LauncherWriter:
         for name, r in zip(outs, op.outputs, strict=True):
             t = r.type
             layout = self.shape_tuple(t.layout)
-            lines.append(f"if {name}.stride() != {layout}:")
+            # An op may return an undefined tensor (None) where its meta function promised an empty one
+            # (fused attention's sequence offsets): it passes on as None, as in eager.
+            lines.append(f"if {name} is not None and {name}.stride() != {layout}:")
             lines.append(f"    {name} = _as_layout({name}, {layout})")
         return lines
 

@@ -219,7 +219,7 @@ class ReductionFusion(ModulePass):
     siblings (also merge kernels that share an input with a reduction and its rows).
     """
 
-    name = "reduction-fusion"
+    name = PASS
 
     max_ops: int = 128
     max_inputs: int = 16

@@ -294,7 +294,7 @@ class SplitReductions(ModulePass):
     row is cut into; 0 chooses it from the sizes).
     """
 
-    name = "split-reductions"
+    name = PASS
 
     min_rnumel: int = 4096
     max_xnumel: int = 64

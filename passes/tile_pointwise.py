@@ -275,7 +275,7 @@ class TileKernel(RewritePattern):
 class TilePointwise(ModulePass):
     """Rewrites pointwise kernels with transposed (or broadcast) loads into 2-D tiled kernels over [xnumel/W, W]."""
 
-    name = "tile-pointwise"
+    name = PASS
 
     broadcasts: bool = True
 

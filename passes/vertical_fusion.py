@@ -249,7 +249,7 @@ class VerticalFusion(ModulePass):
     recompute-max-ops (the largest producer recomputed rather than kept materialised).
     """
 
-    name = "vertical-fusion"
+    name = PASS
 
     max_ops: int = 128
     max_inputs: int = 16

@@ -1,7 +1,34 @@
 """Fixtures shared by test folders."""
 
+import os
+
 import pytest
 import torch
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_kernel_cache(tmp_path_factory):
+    """The whole suite caches kernels in a temporary folder, never in the user's ~/.cache/fusec.
+
+    FUSEC_CACHE_DIR names a temporary folder, and HOME a temporary home, so that a code path
+    that forgot the variable would write there (checked at the end) rather than into the
+    user's home.  Set in the environment, not monkeypatched, so that subprocesses the tests
+    start inherit them; the dump folder is unset so that no test writes where the user said.
+    """
+    names = ("FUSEC_CACHE_DIR", "FUSEC_DUMP_DIR", "HOME")
+    saved = {k: os.environ.get(k) for k in names}
+    home = tmp_path_factory.mktemp("home")
+    os.environ["HOME"] = str(home)
+    os.environ["FUSEC_CACHE_DIR"] = str(tmp_path_factory.mktemp("fusec_cache"))
+    os.environ.pop("FUSEC_DUMP_DIR", None)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    leaked = sorted((home / ".cache" / "fusec").rglob("*"))
+    assert not leaked, f"tests wrote into the home folder's fusec cache: {leaked[:3]}"
 
 
 @pytest.fixture

@@ -31,15 +31,6 @@ pytestmark = pytest.mark.filterwarnings("error:fusec. graph .* runs with torch")
 CPU_ONLY = {"full", "cat_promote_and_empty"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernel_cache(tmp_path_factory):
-    """Kernel sources are cached in a temporary folder, never in the user's ~/.cache."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FUSEC_CACHE_DIR", str(tmp_path_factory.mktemp("fusec_cache")))
-        mp.delenv("FUSEC_DUMP_DIR", raising=False)
-        yield
-
-
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     torch._dynamo.reset()  # each test compiles its own function, never a cached or recompile-limited one

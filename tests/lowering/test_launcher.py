@@ -6,7 +6,7 @@ from kernel_cases import compile_text, kernel_module, randn
 
 from fusec.lowering.launcher import InputMismatch
 from fusec.lowering.triton_kernel import LoweringError
-from fusec.runtime import compile_module
+from fusec.runtime import compile_module, interpreter
 from fusec.testing import parse
 
 NEG = kernel_module("fusec_poi_neg_0", "4*s0", ["!fusec.tensor<[s0, 4], f32>"], ["!fusec.tensor<[s0, 4], f32>"],
@@ -108,6 +108,28 @@ def test_views_and_externs_run_as_torch_calls():
         torch.testing.assert_close(r, (-a).reshape(rows, 2, 4))
         torch.testing.assert_close(s, (-a)[:, 1::3])
         torch.testing.assert_close(f, torch.full((rows, 8), 0.5))
+
+
+EXTERN_RESULTS = """builtin.module {
+  fusec.graph @g(%go : !fusec.tensor<[2, 5, 6, 6], f32>, %x : !fusec.tensor<[2, 3, 6, 6], f32>, %w : !fusec.tensor<[5, 3, 3, 3], f32>) -> (!fusec.tensor<[5], f32>, !fusec.tensor<[5, 3, 3, 3], f32>) {
+    %gx, %gw, %gb = fusec.extern "aten.convolution_backward.default"(%go, %x, %w, [5], [1, 1], [1, 1], [1, 1], false, [0, 0], 1, [false, true, true]) : (!fusec.tensor<[2, 5, 6, 6], f32>, !fusec.tensor<[2, 3, 6, 6], f32>, !fusec.tensor<[5, 3, 3, 3], f32>) -> (!fusec.tensor<[2, 3, 6, 6], f32>, !fusec.tensor<[5, 3, 3, 3], f32>, !fusec.tensor<[5], f32>)
+    %gw2, %gb2 = fusec.extern "aten.convolution_backward.default"(%go, %x, %w, [5], [1, 1], [1, 1], [1, 1], false, [0, 0], 1, [false, true, true]) results [1, 2] : (!fusec.tensor<[2, 5, 6, 6], f32>, !fusec.tensor<[2, 3, 6, 6], f32>, !fusec.tensor<[5, 3, 3, 3], f32>) -> (!fusec.tensor<[5, 3, 3, 3], f32>, !fusec.tensor<[5], f32>)
+    fusec.output %gb, %gw2 : !fusec.tensor<[5], f32>, !fusec.tensor<[5, 3, 3, 3], f32>
+  }
+}"""
+
+
+def test_extern_results_come_from_their_positions_and_may_be_undefined():
+    """convolution_backward with a partial output mask returns (None, grad_w, grad_b): ``results [1, 2]`` picks the
+    two tensors; a result declared where the op gives None (undefined) passes on as None instead of failing."""
+    module, compiled = compile_text(EXTERN_RESULTS, {})
+    go, x, w = randn(2, 5, 6, 6, seed=1), randn(2, 3, 6, 6, seed=2), randn(5, 3, 3, 3, seed=3)
+    _, want_w, want_b = torch.ops.aten.convolution_backward(go, x, w, [5], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                            [False, True, True])
+    for run in (compiled, lambda inputs: interpreter.run(module, inputs)):
+        gb, gw2 = run([go, x, w])
+        torch.testing.assert_close(gb, want_b)
+        torch.testing.assert_close(gw2, want_w)
 
 
 def test_buffers_are_deleted_after_their_last_use():
