@@ -169,7 +169,7 @@ BINARY = {
     "floordiv": lambda a, b, t: f"_floordiv_float({a}, {b})" if t in FLOATS else f"_floordiv_int({a}, {b})",
     "remainder": lambda a, b, t: f"_remainder({a}, {b})",
     "pow": lambda a, b, t: (f"libdevice.pow({a}, {b})" if t in FLOATS else
-                            f"libdevice.nearbyint(libdevice.pow({a}.to(tl.float64), {b}.to(tl.float64))).to({tl_dtype(t)})"),
+                            f"_pow_{'int' if dtypes.of_name(t).kind == 'int' else 'uint'}({a}, {b}, {8 * dtypes.of_name(t).bytes})"),
     "maximum": lambda a, b, t: (f"tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)" if t in FLOATS else
                                 f"{a} | {b}" if t == "bool" else f"tl.maximum({a}, {b})"),
     "minimum": lambda a, b, t: (f"tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)" if t in FLOATS else
@@ -202,12 +202,12 @@ def pointwise_code(fn: str, args: list[str], dtype: str) -> str:
 
 # Small @triton.jit helpers a kernel module defines when its body uses them.  Reductions use
 # these, not tl.sum/tl.max: Triton's own are @jit functions decorated when triton was first
-# imported, so they fail under the interpreter unless TRITON_INTERPRET was set that early.
+# imported, so they fail under the interpreter unless TRITON_INTERPRET was set that early
+# (a combine function is only compared, never called, so _sum can be Triton's own).
 HELPERS: dict[str, str] = {
-    "_sum": '''@triton.jit
-def _sum(a, b):
-    return a + b
-''',
+    # Triton's own combine function: Triton's interpreter sums it with numpy (pairwise, as the GPU's tree
+    # does) where a combine function of ours would be folded left to right, one element at a time.
+    "_sum": "_sum = tl.standard._sum_combine\n",
     "_max": '''@triton.jit
 def _max(a, b):
     return tl.maximum(a, b)
@@ -227,6 +227,24 @@ def _floordiv_int(a, b):
     # Floor division of integers (Triton's // truncates toward zero).
     q = a // b
     return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+''',
+    "_pow_uint": '''@triton.jit
+def _pow_uint(a, b, BITS: tl.constexpr):
+    # torch's integer pow: square and multiply over every bit of the exponent, wrapping as torch does.
+    result = (a == a).to(a.dtype)
+    for _ in tl.static_range(BITS):
+        result = tl.where((b & 1) != 0, result * a, result)
+        a = a * a
+        b = b >> 1
+    return result
+''',
+    "_pow_int": '''@triton.jit
+def _pow_int(a, b, BITS: tl.constexpr):
+    # As _pow_uint; a negative exponent gives 0, except for the bases 1 and -1 (as torch).
+    power = _pow_uint(a, b, BITS)
+    one = (a == a).to(a.dtype)
+    negative = tl.where(a == one, one, tl.where(a == -one, one - 2 * (b & 1).to(a.dtype), one - one))
+    return tl.where(b < 0, negative, power)
 ''',
     "_floordiv_float": '''@triton.jit
 def _floordiv_float(a, b):
@@ -279,5 +297,10 @@ def module_source(comment: str, kernel_text: str) -> str:
     if "libdevice." in kernel_text:
         head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
                  "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
-    helpers = [HELPERS[h] for h in HELPERS if re.search(rf"\b{h}\b", kernel_text)]
+    used = kernel_text
+    for _ in HELPERS:  # a helper may call another (_pow_int calls _pow_uint)
+        helpers = [HELPERS[h] for h in HELPERS if re.search(rf"\b{h}\b", used)]
+        if kernel_text + "".join(helpers) == used:
+            break
+        used = kernel_text + "".join(helpers)
     return "\n".join(head) + "\n\n\n" + "".join(h + "\n\n" for h in helpers) + kernel_text

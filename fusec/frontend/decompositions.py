@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from fusec.base import powers
+
 aten = torch.ops.aten
 
 # Core ATen keeps these as single ops; fusec wants them as reductions + pointwise
@@ -114,13 +116,12 @@ def _epilogue(bias, product, beta, alpha):
 
 
 def _pow_scalar(x, exponent):
-    """x ** 2 -> x * x and x ** -1 -> reciprocal(x) for floats (the same bits, no libdevice pow per element:
-    RMSNorm's ``x.pow(2)``); any other exponent stays pow."""
-    if isinstance(x, torch.Tensor) and x.is_floating_point() and not isinstance(exponent, bool):
-        if exponent == 2:
-            return x * x
-        if exponent == -1:
-            return torch.reciprocal(x)
+    """x ** c by multiplication for the exponents torch itself multiplies out (``fusec.base.powers``):
+    the same bits, no libdevice pow per element (RMSNorm's ``x.pow(2)``, GELU's ``x ** 3``)."""
+    if isinstance(x, torch.Tensor) and x.dtype != torch.bool:
+        rule = powers.as_products(exponent, x.is_floating_point())
+        if rule is not None and exponent != 1:  # x ** 1 is a new tensor, not x: canonicalize folds it in the IR
+            return rule(x, torch.mul, torch.reciprocal)
     return NotImplemented
 
 
