@@ -1,7 +1,7 @@
 """The fusec dialect: tensor graphs with symbolic shapes, and the kernels they become.
 
 This docstring states the rules of the IR that every pass, the lowering and the
-reference interpreter (``fusec/interpreter.py``, which gives the IR its meaning)
+reference interpreter (``fusec/runtime/interpreter.py``, which gives the IR its meaning)
 rely on; each op's docstring gives its syntax.
 
 Graph level (what the importer produces)::
@@ -15,7 +15,7 @@ Graph level (what the importer produces)::
 A module holds ``fusec.graph`` ops.  A graph's block arguments are its tensor
 inputs; it declares its size symbols ``s0, s1, ...`` with bounds and ends with
 ``fusec.output``.  Dims are sympy expressions over the size symbols (text form
-in ``fusec/shapes.py``).  The graph-level ops: ``fusec.pointwise`` (with
+in ``fusec/base/shapes.py``).  The graph-level ops: ``fusec.pointwise`` (with
 broadcasting), ``fusec.constant`` (a 0-d value or a broadcast fill),
 ``fusec.symbolic`` (the value of a size expression, 0-d i64), ``fusec.reduce``,
 the views (``reshape``, ``permute``, ``expand``, ``slice``), ``fusec.cat``,
@@ -61,6 +61,11 @@ A ``fusec.combo`` holds independent kernels that launch as one.  After
 ``form-kernels`` a graph holds only ``fusec.kernel``, ``fusec.combo`` (after
 ``combo-grouping``), ``fusec.extern``, view ops whose results reach an extern or
 the graph output (run as torch views at run time), and ``fusec.output``.
+
+The definitions live beside this module, and this module re-exports them:
+``attributes`` (types, attributes, element types), ``pointwise`` (the function
+and reduction tables), ``directives`` (the custom directives of the ops'
+assembly formats), ``graph_ops``, ``view_ops`` and ``kernel_ops``.
 """
 
 from xdsl.ir import Dialect
