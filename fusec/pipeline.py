@@ -12,6 +12,7 @@ import difflib
 import importlib
 import re
 import sys
+import types
 import typing
 from collections.abc import Sequence
 from io import StringIO
@@ -26,7 +27,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, MultipleSpansParseError, ParseError
-from xdsl.utils.hints import type_repr
+from xdsl.utils.hints import isa, type_repr
 
 from fusec.analysis import timing
 from fusec.base import remarks
@@ -66,7 +67,15 @@ def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
     except ParseError as e:
         raise PipelineError(_parse_error_text(e)) from e
     except Exception as e:  # e.g. a type's verifier rejecting its parameters while parsing
-        raise PipelineError(_parse_error_text(ParseError(parser._current_token.span, str(e)))) from e
+        raise PipelineError(_parse_error_text(_located_at_current_token(parser, str(e)))) from e
+
+
+def _located_at_current_token(parser: Parser, message: str) -> ParseError:
+    """``message`` as a ParseError at the token the parser stopped on (xDSL's ``raise_error`` locates it)."""
+    try:
+        parser.raise_error(message)
+    except ParseError as e:
+        return e
 
 
 def _parse_error_text(e: ParseError) -> str:
@@ -235,9 +244,15 @@ def _value_text(value) -> str:
     return "none" if value is None else str(value)
 
 
-def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
-    from xdsl.utils.arg_spec import _convert_arg_to_type  # checks one option's value as from_spec does
+def _option_fits(values: tuple, hint) -> bool:
+    """Whether an option's values convert to its field's type, by the rule of xDSL's ``ArgSpecConvertible.from_spec``:
+    no value for an optional field, one value of the type, or a tuple of the type."""
+    if not values and typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return type(None) in typing.get_args(hint)
+    return (len(values) == 1 and isa(values[0], hint)) or isa(values, hint)
 
+
+def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
     for key, value in spec.parameters.items():
@@ -248,11 +263,9 @@ def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
             hint = (f"did you mean {_quoted(close, 'or')}?" if close else
                     f"its options are {_quoted(names)}" if names else "it takes no options")
             raise PipelineError(f"pass '{spec.name}' has no option '{key}' ({hint})")
-        try:
-            _convert_arg_to_type(value, hints[field])
-        except ValueError:
+        if not _option_fits(value, hints[field]):
             given = ",".join(map(str, value)) if value else "(no value)"
-            raise PipelineError(f"pass '{spec.name}': option '{key}' expects {type_repr(hints[field])}, got {given}") from None
+            raise PipelineError(f"pass '{spec.name}': option '{key}' expects {type_repr(hints[field])}, got {given}")
     try:
         return cls.from_spec(spec)
     except (ValueError, TypeError) as e:  # a required option missing, or the pass's own __post_init__ check

@@ -105,6 +105,14 @@ def test_parse_module_error_is_located():
         parse_module(make_context(), GRAPH.replace('"neg" %a', '"neg" %a %a'), "in.mlir")
 
 
+def test_a_type_rejected_while_parsing_is_located():
+    # Not a ParseError: the tensor type's verifier raises while the parser builds it.
+    text = GRAPH.replace("-> !fusec.tensor<[s0], f32>\n", "-> !fusec.tensor<[s0], index>\n", 1)
+    assert text != GRAPH
+    with pytest.raises(PipelineError, match=r"^in.mlir:3:\d+: fusec.tensor: index is not an element type\n.*\n +\^+$"):
+        parse_module(make_context(), text, "in.mlir")
+
+
 def test_a_pass_that_fails_to_load_is_a_clean_error(monkeypatch):
     def broken():
         raise SyntaxError("invalid syntax (vertical_fusion.py, line 3)")

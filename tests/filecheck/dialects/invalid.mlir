@@ -138,3 +138,145 @@ fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
   fusec.output %e : !fusec.tensor<[4], f32>
 }
 // CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 3]]:{{[0-9]+}}: unknown torch constant 'torch.sideways'
+
+// -----
+
+// Verifier: a float literal for an integer type.
+fusec.graph @g() -> (!fusec.tensor<[], i64>) {
+  %c = fusec.constant 0.5 : !fusec.tensor<[], i64>
+  fusec.output %c : !fusec.tensor<[], i64>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.constant: float literal 0.5 for integer type i64
+
+// -----
+
+// Verifier: x outside a kernel.
+fusec.graph @g() -> (!fusec.tensor<[], i64>) {
+  %n = fusec.symbolic x + 1 : !fusec.tensor<[], i64>
+  fusec.output %n : !fusec.tensor<[], i64>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.symbolic: x and r are only defined inside a fusec.kernel
+
+// -----
+
+// Verifier: a reshape that changes the element count.
+fusec.graph @g(%a : !fusec.tensor<[2, 8], f32>) -> (!fusec.tensor<[15], f32>) {
+  %r = fusec.reshape %a : !fusec.tensor<[2, 8], f32> -> !fusec.tensor<[15], f32>
+  fusec.output %r : !fusec.tensor<[15], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.reshape: element count 16 != 15
+
+// -----
+
+// Verifier: not a permutation.
+fusec.graph @g(%a : !fusec.tensor<[2, 8], f32>) -> (!fusec.tensor<[8, 8], f32>) {
+  %p = fusec.permute %a [1, 1] : !fusec.tensor<[2, 8], f32> -> !fusec.tensor<[8, 8], f32>
+  fusec.output %p : !fusec.tensor<[8, 8], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.permute: [1, 1] is not a permutation of 2 dims
+
+// -----
+
+// Verifier: expanding a dim that is not 1.
+fusec.graph @g(%a : !fusec.tensor<[2, 8], f32>) -> (!fusec.tensor<[4, 8], f32>) {
+  %e = fusec.expand %a : !fusec.tensor<[2, 8], f32> -> !fusec.tensor<[4, 8], f32>
+  fusec.output %e : !fusec.tensor<[4, 8], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.expand: dim 2 cannot expand to 4
+
+// -----
+
+// Verifier: a slice with step 0.
+fusec.graph @g(%a : !fusec.tensor<[2, 8], f32>) -> (!fusec.tensor<[2, 4], f32>) {
+  %s = fusec.slice %a dim 1 start 0 step 0 : !fusec.tensor<[2, 8], f32> -> !fusec.tensor<[2, 4], f32>
+  fusec.output %s : !fusec.tensor<[2, 4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.slice: step must be positive
+
+// -----
+
+// Verifier: a cat whose result is not as long as its inputs together.
+fusec.graph @g(%a : !fusec.tensor<[2, 8], f32>, %b : !fusec.tensor<[3, 8], f32>) -> (!fusec.tensor<[4, 8], f32>) {
+  %c = fusec.cat %a, %b dim 0 : (!fusec.tensor<[2, 8], f32>, !fusec.tensor<[3, 8], f32>) -> !fusec.tensor<[4, 8], f32>
+  fusec.output %c : !fusec.tensor<[4, 8], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.cat: the cat dim: expected shape [5], got [4]
+
+// -----
+
+// Verifier: a float index.
+fusec.graph @g(%a : !fusec.tensor<[8], f32>, %i : !fusec.tensor<[3], f32>) -> (!fusec.tensor<[3], f32>) {
+  %x = fusec.index %a[%i] dim 0 : !fusec.tensor<[8], f32>, !fusec.tensor<[3], f32> -> !fusec.tensor<[3], f32>
+  fusec.output %x : !fusec.tensor<[3], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.index: index must be i64 or i32
+
+// -----
+
+// Verifier: a gather index of another rank.
+fusec.graph @g(%a : !fusec.tensor<[2, 8], f32>, %i : !fusec.tensor<[3], i64>) -> (!fusec.tensor<[3], f32>) {
+  %x = fusec.gather %a[%i] dim 1 : !fusec.tensor<[2, 8], f32>, !fusec.tensor<[3], i64> -> !fusec.tensor<[3], f32>
+  fusec.output %x : !fusec.tensor<[3], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.gather: index must have the input's rank, dim in range
+
+// -----
+
+// Verifier: an argmax over r that gives a float.
+fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4, 8] (%a) : (!fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4, 8], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[8*x + r] : !fusec.tensor<[4, 8], f32>
+    %i = fusec.reduce_r "argmax" %v : f32 -> f32
+    fusec.store %i, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.reduce_r "argmax": result must be i64, got f32
+
+// -----
+
+// Verifier: a combo whose kernels depend on each other.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %c = fusec.combo @c : (!fusec.tensor<[4], f32>) {
+    %k = fusec.kernel @k [4] (%a) : (!fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+    ^bb0(%in : !fusec.tensor<[4], f32>, %out : !fusec.tensor<[4], f32>):
+      %v = fusec.load %in[x] : !fusec.tensor<[4], f32>
+      fusec.store %v, %out[x] : !fusec.tensor<[4], f32>
+    }
+    %m = fusec.kernel @m [4] (%k) : (!fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+    ^bb0(%in : !fusec.tensor<[4], f32>, %out : !fusec.tensor<[4], f32>):
+      %v = fusec.load %in[x] : !fusec.tensor<[4], f32>
+      fusec.store %v, %out[x] : !fusec.tensor<[4], f32>
+    }
+    fusec.output %m : !fusec.tensor<[4], f32>
+  }
+  fusec.output %c : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.combo @c: kernel @m depends on another kernel of the combo
+
+// -----
+
+// Parse error: a load from a buffer that is not a tensor.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4] (%a) : (!fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[x] : f32
+    fusec.store %v, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 5]]:30: fusec.load: the buffer type must be a !fusec.tensor
+
+// -----
+
+// Parse error: a mask that is not i1.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4] (%a) : (!fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[x] : !fusec.tensor<[4], f32>
+    fusec.store %v, %out[x] mask %v : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 4]]:34: operand is used with type i1, but has been previously used or defined with type f32

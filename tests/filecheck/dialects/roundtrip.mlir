@@ -119,6 +119,21 @@ fusec.graph @element_types(%b : !fusec.tensor<[2], i1>, %i8 : !fusec.tensor<[2],
 // CHECK-NEXT: fusec.output %b, %i8, %i16, %i32, %u8, %f16, %bf16, %f64, %nan, %t : !fusec.tensor<[2], i1>, !fusec.tensor<[2], i8>, !fusec.tensor<[2], i16>, !fusec.tensor<[2], i32>, !fusec.tensor<[2], ui8>, !fusec.tensor<[2], f16>, !fusec.tensor<[2], bf16>, !fusec.tensor<[2], f64>, !fusec.tensor<[], f32>, !fusec.tensor<[], i1>
 // CHECK-NEXT: }
 
+// ---- discardable attributes survive on ops whose syntax writes values bare.
+fusec.graph @discardable_attributes(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>, !fusec.tensor<[], i64>) {
+  %n = fusec.symbolic 4 {note = "n"} : !fusec.tensor<[], i64>
+  %k = fusec.kernel @k [4] (%a) : (!fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[x] {note = "load"} : !fusec.tensor<[4], f32>
+    fusec.store %v, %out[x] {note = "store"} : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k, %n : !fusec.tensor<[4], f32>, !fusec.tensor<[], i64>
+}
+// CHECK-LABEL: fusec.graph @discardable_attributes
+// CHECK-NEXT: %n = fusec.symbolic 4 {note = "n"} : !fusec.tensor<[], i64>
+// CHECK: %v = fusec.load %in[x] {note = "load"} : !fusec.tensor<[4], f32>
+// CHECK-NEXT: fusec.store %v, %out[x] {note = "store"} : !fusec.tensor<[4], f32>
+
 // ---- extern calls: arguments as data (operands inline, sizes, numbers, none, strings, dtypes,
 // ---- torch constants, devices, nested lists, keyword arguments) and result positions.
 fusec.graph @extern_calls(%x : !fusec.tensor<[s0, 8], f32>, %w : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>) symbols(s0 in [2, inf]) {

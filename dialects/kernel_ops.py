@@ -1,0 +1,293 @@
+"""Kernel-level ops of the fusec dialect: kernels over element values, and combos of kernels.
+
+The IR's rules (what ``x``, ``r``, loads, ``reduce_r`` and stores mean) are in
+the module docstring of ``fusec.dialects.fusec``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from xdsl.dialects.builtin import ArrayAttr, StringAttr, SymbolNameConstraint, UnitAttr
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, NoTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from fusec.base import shapes
+from fusec.dialects.attributes import BOOL, I64, ExprAttr, TensorType, element_of, parse_expr_list, print_expr_list
+from fusec.dialects.directives import BufferType, Expr
+from fusec.dialects.graph_ops import ConstantOp, OutputOp, PointwiseOp, SymbolicOp
+from fusec.dialects.pointwise import REDUCTIONS, reduction_result_type
+
+__all__ = ["ComboOp", "KernelOp", "LoadOp", "ReduceROp", "StoreOp"]
+
+
+def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
+    return parse_expr_list(parser)
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """One GPU kernel: a body over element values iterated over ``domain`` = [xnumel] or [xnumel, rnumel].
+
+    The body's block arguments are the input buffers then the output buffers.
+    ``tiled`` (printed after the domain) marks a pointwise kernel over a 2-D domain:
+    no ``reduce_r``, every (x, r) point computed independently, lowered as 2-D tiles
+    (``tile-pointwise`` makes them: ``fusec.kernel @k [s1, s0] tiled (%a) ...``).
+    """
+
+    name = "fusec.kernel"
+    sym_name = prop_def(StringAttr)
+    domain = prop_def(ArrayAttr[ExprAttr])
+    tiled = opt_prop_def(UnitAttr)
+    inputs = var_operand_def()
+    outputs = var_result_def()
+    body = region_def("single_block")
+    # Pure: a kernel writes only the buffers it returns, so an unused kernel can go (dce).
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), Pure())
+
+    def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute],
+                 body: Region | None = None,
+                 *, tiled: bool = False):
+        if body is None:
+            body = Region(Block(arg_types=[v.type for v in inputs] + list(output_types)))
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "domain": ArrayAttr([ExprAttr.of(d) for d in domain])}
+        if tiled:
+            props["tiled"] = UnitAttr()
+        super().__init__(operands=[inputs], result_types=[output_types], regions=[body], properties=props)
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    @property
+    def domain_exprs(self) -> list[sympy.Expr]:
+        return [d.data for d in self.domain.data]
+
+    @property
+    def is_reduction(self) -> bool:
+        """The domain has an r extent: a reduction, or a tiled pointwise kernel (see ``is_tiled``)."""
+        return len(self.domain.data) == 2
+
+    @property
+    def is_outer_reduction(self) -> bool:
+        """A reduction whose loads are contiguous along x, not r (a column reduction: ``x.sum(0)``).
+
+        Steps are measured at a point away from any wrap (x and r small, size symbols
+        large and distinct), so ``mod(x, s0)`` steps by 1 as it does almost everywhere.
+        """
+        if not self.is_reduction or self.is_tiled:
+            return False
+        x, r = shapes.index_symbol("x"), shapes.index_symbol("r")
+        r_steps, x_steps = [], []
+        for op in self.block.ops:
+            if isinstance(op, LoadOp) and r in op.index.data.free_symbols:
+                e = op.index.data
+                point = {s: 100003 + 2 * i for i, s in enumerate(sorted(e.free_symbols - {x, r}, key=str))}
+                at = {(dx, dr): int(e.subs({**point, x: 1 + dx, r: 1 + dr})) for dx, dr in ((0, 0), (0, 1), (1, 0))}
+                r_steps.append(at[0, 1] - at[0, 0])
+                x_steps.append(at[1, 0] - at[0, 0])
+        return bool(r_steps) and all(s != 1 for s in r_steps) and any(s == 1 for s in x_steps)
+
+    @property
+    def is_tiled(self) -> bool:
+        """A pointwise kernel over a 2-D domain [xnumel, rnumel], lowered as 2-D tiles."""
+        return self.tiled is not None
+
+    @property
+    def input_args(self):
+        return self.block.args[: len(self.inputs)]
+
+    @property
+    def output_args(self):
+        return self.block.args[len(self.inputs):]
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" ")
+        print_expr_list(printer, self.domain_exprs)
+        if self.is_tiled:
+            printer.print_string(" tiled")
+        printer.print_string(" (")
+        printer.print_list(self.inputs, printer.print_operand)
+        printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : (")
+        printer.print_list([v.type for v in self.inputs], printer.print_attribute)
+        printer.print_string(") -> (")
+        printer.print_list([r.type for r in self.outputs], printer.print_attribute)
+        printer.print_string(") ")
+        printer.print_region(self.body, print_entry_block_args=True)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        domain = _parse_domain(parser)
+        tiled = parser.parse_optional_keyword("tiled") is not None
+        operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_unresolved_operand)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        in_types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        parser.parse_punctuation("->")
+        out_types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        inputs = parser.resolve_operands(operands, in_types, parser.pos)
+        body = parser.parse_region()
+        op = KernelOp(name, domain, inputs, out_types, body, tiled=tiled)
+        op.attributes.update(attrs)
+        return op
+
+    def verify_(self) -> None:
+        where = f"fusec.kernel @{self.sym_name.data}"
+        if len(self.domain.data) not in (1, 2):
+            raise VerifyException(f"{where}: domain must be [xnumel] or [xnumel, rnumel]")
+        if self.is_tiled and len(self.domain.data) != 2:
+            raise VerifyException(f"{where}: a tiled kernel has a 2-D domain [xnumel, rnumel]")
+        want = [v.type for v in self.inputs] + [r.type for r in self.outputs]
+        if list(self.block.arg_types) != want:
+            raise VerifyException(f"{where}: block arguments must be the input then the output buffer types")
+        outputs = set(self.output_args)
+        for op in self.block.ops:
+            if not isinstance(op, (LoadOp, StoreOp, PointwiseOp, ConstantOp, SymbolicOp, ReduceROp)):
+                raise VerifyException(f"{where}: {op.name} cannot appear in a kernel body")
+            if isinstance(op, ReduceROp) and not self.is_reduction:
+                raise VerifyException(f"{where}: fusec.reduce_r in a kernel without a reduction domain")
+            if isinstance(op, ReduceROp) and self.is_tiled:
+                raise VerifyException(f"{where}: fusec.reduce_r in a tiled (pointwise) kernel")
+            if isinstance(op, LoadOp) and op.buffer in outputs:
+                raise VerifyException(f"{where}: loads from output buffer {op.buffer}")
+            if isinstance(op, StoreOp) and op.buffer not in outputs:
+                raise VerifyException(f"{where}: stores into {op.buffer}, which is not an output buffer")
+            for expr_attr in [p for p in op.properties.values() if isinstance(p, ExprAttr)]:
+                if not self.is_reduction and "r" in {s.name for s in expr_attr.data.free_symbols}:
+                    raise VerifyException(f"{where}: {op.name} uses r in a kernel without a reduction domain")
+        for arg in self.output_args:
+            if not any(isinstance(u.operation, StoreOp) for u in arg.uses):
+                raise VerifyException(f"{where}: output buffer {arg} is never stored")
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """An element of a buffer at a flat storage index: ``fusec.load %a[512*x + r] : f32``.
+
+    ``[%o + expr]`` adds an i64 element value to the index (gathers); with
+    ``mask %m`` the load happens only where ``%m`` is true and gives 0 elsewhere.
+    """
+
+    name = "fusec.load"
+    buffer = operand_def(TensorType)
+    offset = opt_operand_def(I64)
+    mask = opt_operand_def(BOOL)
+    index = prop_def(ExprAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    custom_directives = (Expr, BufferType)
+    assembly_format = ("$buffer `[` ($offset^ `+`)? custom<Expr>($index) `]` (`mask` $mask^)? attr-dict "
+                       "`:` custom<BufferType>(type($buffer), type($result))")
+
+    def __init__(self, buffer: SSAValue, index: int | sympy.Basic, mask: SSAValue | None = None, offset: SSAValue | None = None):
+        assert isinstance(buffer.type, TensorType)
+        super().__init__(operands=[buffer, [offset] if offset else [], [mask] if mask else []],
+                         result_types=[buffer.type.element_type], properties={"index": ExprAttr.of(index)})
+
+    def verify_(self) -> None:
+        if self.result.type != element_of(self.buffer.type):
+            raise VerifyException("fusec.load: result type must be the buffer's element type")
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """Writes an element value into an output buffer: ``fusec.store %v, %out[x] : !fusec.tensor<...>``."""
+
+    name = "fusec.store"
+    value = operand_def()
+    buffer = operand_def(TensorType)
+    mask = opt_operand_def(BOOL)
+    index = prop_def(ExprAttr)
+    custom_directives = (Expr, BufferType)
+    assembly_format = ("$value `,` $buffer `[` custom<Expr>($index) `]` (`mask` $mask^)? attr-dict "
+                       "`:` custom<BufferType>(type($buffer), type($value))")
+
+    def __init__(self, value: SSAValue, buffer: SSAValue, index: int | sympy.Basic, mask: SSAValue | None = None):
+        super().__init__(operands=[value, buffer, [mask] if mask else []], properties={"index": ExprAttr.of(index)})
+
+    def verify_(self) -> None:
+        if self.value.type != element_of(self.buffer.type):
+            raise VerifyException(f"fusec.store: value type {self.value.type} differs from the buffer's {element_of(self.buffer.type)}")
+
+
+@irdl_op_definition
+class ReduceROp(IRDLOperation):
+    """Reduces an element value over the kernel's ``r`` domain: ``fusec.reduce_r "sum" %v : f32 -> f32``.
+
+    argmax/argmin give the ``r`` of the first extreme element (i64).
+    """
+
+    name = "fusec.reduce_r"
+    kind = prop_def(StringAttr)
+    input = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$kind $input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, kind: str, input: SSAValue, result_type: Attribute):
+        super().__init__(operands=[input], result_types=[result_type], properties={"kind": StringAttr(kind)})
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        if kind not in REDUCTIONS:
+            raise VerifyException(f"fusec.reduce_r: unknown reduction '{kind}'")
+        want = reduction_result_type(kind, self.input.type)
+        if self.result.type != want:
+            raise VerifyException(f"fusec.reduce_r \"{kind}\": result must be {want}, got {self.result.type}")
+
+
+@irdl_op_definition
+class ComboOp(IRDLOperation):
+    """Independent kernels launched as one; thread blocks are routed to them by program id."""
+
+    name = "fusec.combo"
+    sym_name = prop_def(SymbolNameConstraint())
+    outputs = var_result_def()
+    body = region_def("single_block")
+    assembly_format = "$sym_name attr-dict `:` `(` type($outputs) `)` $body"
+
+    def __init__(self, name: str, output_types: Sequence[Attribute], body: Region):
+        super().__init__(result_types=[output_types], regions=[body], properties={"sym_name": StringAttr(name)})
+
+    @property
+    def kernels(self) -> list[KernelOp]:
+        return [op for op in self.body.block.ops if isinstance(op, KernelOp)]
+
+    def verify_(self) -> None:
+        where = f"fusec.combo @{self.sym_name.data}"
+        ops = list(self.body.block.ops)
+        if not ops or not isinstance(ops[-1], OutputOp):
+            raise VerifyException(f"{where}: must end with fusec.output")
+        kernels = ops[:-1]
+        if any(not isinstance(k, KernelOp) for k in kernels):
+            raise VerifyException(f"{where}: holds only fusec.kernel ops")
+        produced = {r for k in kernels for r in k.results}
+        for k in kernels:
+            if any(v in produced for v in k.operands):
+                raise VerifyException(f"{where}: kernel @{k.sym_name.data} depends on another kernel of the combo")
+        if [v.type for v in ops[-1].operands] != [r.type for r in self.outputs]:
+            raise VerifyException(f"{where}: fusec.output types do not match the combo's results")
