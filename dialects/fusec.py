@@ -252,6 +252,10 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def is_contiguous(self) -> bool:
         return not self.strides.data
 
+    def contiguous(self) -> TensorType:
+        """The same dims and element type, laid out contiguously (what a kernel's output gets)."""
+        return TensorType(self.dims, self.element_type)
+
     def with_dtype(self, element_type: Attribute) -> TensorType:
         return TensorType(self.dims, element_type)
 
@@ -485,6 +489,16 @@ class GraphOp(IRDLOperation):
                 if name not in declared:
                     raise VerifyException(f"{op.name}: size symbol '{name}' in {value} is not declared by "
                                           f"fusec.graph @{self.sym_name.data}")
+
+
+def find_graph(module: Operation, name: str | None = None) -> GraphOp:
+    """The one ``fusec.graph`` in ``module`` (named ``name``, if given), or ``module`` itself if it is one."""
+    if isinstance(module, GraphOp):
+        return module
+    graphs = [op for op in module.walk() if isinstance(op, GraphOp) and (name is None or op.sym_name.data == name)]
+    if len(graphs) != 1:
+        raise ValueError(f"expected one fusec.graph{f' named @{name}' if name else ''} in the module, found {len(graphs)}")
+    return graphs[0]
 
 
 def op_symbol_uses(op: Operation) -> list[tuple[str, str]]:

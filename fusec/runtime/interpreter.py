@@ -78,17 +78,6 @@ class InterpreterError(RuntimeError):
     pass
 
 
-def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
-    if isinstance(module, F.GraphOp):
-        return module
-    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp)]
-    if name is not None:
-        graphs = [g for g in graphs if g.sym_name.data == name]
-    if len(graphs) != 1:
-        raise InterpreterError(f"expected one fusec.graph{f' named {name}' if name else ''}, found {len(graphs)}")
-    return graphs[0]
-
-
 def bind_symbols(graph: F.GraphOp, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
     """Size symbols from the inputs' shapes; every other dim is checked against them."""
     if len(inputs) != len(graph.block.args):
@@ -107,7 +96,7 @@ def bind_symbols(graph: F.GraphOp, inputs: Sequence[torch.Tensor]) -> dict[str, 
 
 
 def run(module: ModuleOp | F.GraphOp, inputs: Sequence[torch.Tensor], graph_name: str | None = None) -> list[torch.Tensor]:
-    graph = find_graph(module, graph_name)
+    graph = F.find_graph(module, graph_name)
     env = bind_symbols(graph, inputs)
     device = inputs[0].device if inputs else torch.device("cpu")
     values: dict[SSAValue, torch.Tensor] = dict(zip(graph.block.args, inputs, strict=True))
