@@ -114,11 +114,6 @@ def lower_graph(graph: F.GraphOp, size_hints: Mapping[str, int] | None = None,
 INPUT_CHECKS = ("all", "layout", "alignment")
 
 
-def _torch_dtype(t) -> str:
-    """Host source for an element type's torch dtype: ``torch.float32``."""
-    return f"torch.{F.dtype_name(t)}"
-
-
 def _tuple(items: list[str]) -> str:
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
@@ -157,7 +152,7 @@ class _LauncherWriter:
         self.aligned.add(name)
         t = value.type
         return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
-                f"dtype={_torch_dtype(t.element_type)}, device=device)")
+                f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
 
     # ------------------------------------------------------------ ops
 
@@ -352,7 +347,7 @@ class _LauncherWriter:
             name = self.names[a]
             if self.check_shapes:
                 shape = self.shape_tuple(t.dims)
-                dtype = _torch_dtype(t.element_type)
+                dtype = externs.source_of(F.torch_dtype(t))
                 lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
                 lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             layout = self.shape_tuple(t.layout)
