@@ -13,6 +13,7 @@ import torch
 from fusec.analysis.bind_plan import InputMismatch, UnboundSymbol, bind_plan, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.frontend.importer import ImportInfo, InputSlot, OutputSlot
 from fusec.passes.form_kernels import FormKernels
 from fusec.pipeline import default_pipeline_spec, run_pipeline
 from fusec.registry import make_context
@@ -224,3 +225,15 @@ def test_a_size_only_a_symint_argument_gives(execute, fresh_dynamo):
         x = _randn(rows, 4, seed=rows)
         for got, want in zip(compiled(x, n), fn(x, n), strict=True):
             torch.testing.assert_close(got, want)
+
+
+def test_import_info_binds_a_symint_expression_and_makes_its_carrier_from_it():
+    s0, s1 = _s("s0"), _s("s1")
+    info = ImportInfo("g", (InputSlot("tensor", 0), InputSlot("symint", expr=2 * s1 + 1)),
+                      (F.TensorType([s0], F.F32), F.TensorType([s1], F.I8, [0])), (), (OutputSlot("symint", expr=s0 * s1),),
+                      {"s0": (2, None), "s1": (2, None)}, carriers=("s1",))
+    x = _randn(5, seed=0)
+    assert info.bind_symbols([x, 7]) == {"s0": 5, "s1": 3}
+    carrier = info.tensor_inputs([x, 7])[1]
+    assert carrier.shape == (3,) and carrier.stride() == (0,)
+    assert info.assemble_outputs([], info.bind_symbols([x, 7])) == [15]
