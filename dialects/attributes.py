@@ -173,6 +173,10 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def is_contiguous(self) -> bool:
         return not self.strides.data
 
+    def contiguous(self) -> TensorType:
+        """The same dims and element type, laid out contiguously (what a kernel's output gets)."""
+        return TensorType(self.dims, self.element_type)
+
     def with_dtype(self, element_type: Attribute) -> TensorType:
         return TensorType(self.dims, element_type)
 

@@ -111,6 +111,7 @@ from fusec.dialects.graph_ops import (
     PointwiseOp,
     ReduceOp,
     SymbolicOp,
+    find_graph,
     flat_returns,
     op_symbol_uses,
 )
@@ -136,7 +137,7 @@ __all__ = [
     "POINTWISE_FUNCTIONS", "PREDICATES", "REDUCTIONS", "broadcast_types", "reduction_result_type",
     # graph ops and views
     "CatOp", "ConstantOp", "ExternOp", "GatherOp", "GraphOp", "IndexOp", "OutputOp", "PointwiseCanonicalization",
-    "PointwiseOp", "ReduceOp", "SymbolicOp", "flat_returns", "op_symbol_uses",
+    "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",
     # kernel ops
     "ComboOp", "KernelOp", "LoadOp", "ReduceROp", "StoreOp",

@@ -53,7 +53,7 @@ from fusec.dialects.pointwise import POINTWISE_FUNCTIONS, PREDICATES, REDUCTIONS
 
 __all__ = [
     "CatOp", "ConstantOp", "ExternOp", "GatherOp", "GraphOp", "IndexOp", "OutputOp", "PointwiseCanonicalization",
-    "PointwiseOp", "ReduceOp", "SymbolicOp", "flat_returns", "op_symbol_uses",
+    "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
 ]
 
 
@@ -142,6 +142,16 @@ class GraphOp(IRDLOperation):
                 if name not in declared:
                     raise VerifyException(f"{op.name}: size symbol '{name}' in {value} is not declared by "
                                           f"fusec.graph @{self.sym_name.data}")
+
+
+def find_graph(module: Operation, name: str | None = None) -> GraphOp:
+    """The one ``fusec.graph`` in ``module`` (named ``name``, if given), or ``module`` itself if it is one."""
+    if isinstance(module, GraphOp):
+        return module
+    graphs = [op for op in module.walk() if isinstance(op, GraphOp) and (name is None or op.sym_name.data == name)]
+    if len(graphs) != 1:
+        raise ValueError(f"expected one fusec.graph{f' named @{name}' if name else ''} in the module, found {len(graphs)}")
+    return graphs[0]
 
 
 def op_symbol_uses(op: Operation) -> list[tuple[str, str]]:

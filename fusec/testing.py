@@ -37,7 +37,7 @@ def print_ir(module) -> str:
 
 def random_inputs(module: ModuleOp | GraphOp, sizes: dict[str, int], seed: int = 0, device: str = "cpu") -> list[torch.Tensor]:
     """Random tensors for a graph's inputs (normal floats, small non-negative ints), sizes bound by ``sizes``."""
-    graph = interpreter.find_graph(module)
+    graph = F.find_graph(module)
     gen = torch.Generator().manual_seed(seed)
     out = []
     for arg in graph.block.args:
@@ -83,7 +83,7 @@ def run_passes_checked(text: str, *passes, sizes=(1, 5, 17)) -> tuple[ModuleOp, 
 
 def kernels(module: ModuleOp | GraphOp) -> list[KernelOp]:
     """The kernels directly in the graph (not those inside a combo), in order."""
-    return [op for op in interpreter.find_graph(module).block.ops if isinstance(op, KernelOp)]
+    return [op for op in F.find_graph(module).block.ops if isinstance(op, KernelOp)]
 
 
 # ---------------------------------------------------------------- graph IR text

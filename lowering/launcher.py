@@ -1,8 +1,9 @@
 """A graph after form-kernels -> straight-line host Python ``def call(inputs): ...``.
 
-The generated function binds every size symbol from an input's shape (or
-stride), checks each input's shape and dtype, gives each input the layout its
-type declares (a copy when the strides differ: robust against callers passing
+The generated function binds every size symbol it uses from an input's shape
+(or stride), as the graph's bind plan says (``fusec.analysis.bind_plan``),
+checks each input's shape and dtype, gives each input the layout its type
+declares (a copy when the strides differ: robust against callers passing
 transposed or sliced tensors, at the cost of one copy), allocates kernel outputs
 with ``torch.empty_strided``, launches kernels with grids computed from the
 symbolic sizes, runs views as torch views and externs as direct torch calls, and
@@ -23,6 +24,7 @@ import sympy
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis import heuristics
+from fusec.analysis.bind_plan import InputMismatch, bind_plan
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
@@ -84,10 +86,6 @@ def as_layout(t, strides: tuple[int, ...]):
     return out
 
 
-class InputMismatch(ValueError):
-    """A compiled graph called with tensors its types do not admit."""
-
-
 def bad_input(graph: str, i: int, t, shape: tuple, dtype) -> None:
     raise InputMismatch(f"@{graph}: input {i} must be {dtype} of shape {list(shape)} (bound from the inputs' sizes), "
                         f"got {t.dtype} of shape {list(t.shape)}")
@@ -114,11 +112,6 @@ def lower_graph(graph: F.GraphOp, size_hints: Mapping[str, int] | None = None,
 
 
 INPUT_CHECKS = ("all", "layout", "alignment")
-
-
-def _torch_dtype(t) -> str:
-    """Host source for an element type's torch dtype: ``torch.float32``."""
-    return f"torch.{F.dtype_name(t)}"
 
 
 def _tuple(items: list[str]) -> str:
@@ -159,7 +152,7 @@ class _LauncherWriter:
         self.aligned.add(name)
         t = value.type
         return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
-                f"dtype={_torch_dtype(t.element_type)}, device=device)")
+                f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
 
     # ------------------------------------------------------------ ops
 
@@ -347,12 +340,14 @@ class _LauncherWriter:
             if self.check_strides:
                 self.shape_tuple(a.type.layout)
         lines += self.bind_symbols(args)
+        # The plan's remaining checks: each input's whole shape (a wrong dim, or one that no integer value of its
+        # symbol gives, is a wrong input) and its strides (a different layout is copied into the declared one).
         for i, a in enumerate(args):
             t = a.type
             name = self.names[a]
             if self.check_shapes:
                 shape = self.shape_tuple(t.dims)
-                dtype = _torch_dtype(t.element_type)
+                dtype = externs.source_of(F.torch_dtype(t))
                 lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
                 lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             layout = self.shape_tuple(t.layout)
@@ -365,57 +360,22 @@ class _LauncherWriter:
         return lines
 
     def bind_symbols(self, args: list[SSAValue]) -> list[str]:
-        """``s0 = arg0.shape[0]`` for every symbol the code uses, in an order where each line's inputs are bound."""
-        lines: list[str] = []
-        bound: set[str] = set()
-        pending = set(self.used_symbols)
-        while pending:
-            found = _find_symbol(pending, bound, args)
-            if found is None:
-                missing = ", ".join(f"'{s}'" for s in sorted(pending, key=shapes.natural_key))
-                raise LoweringError(f"@{self.gname}: size symbol {missing} is neither a dim nor a stride of any input "
-                                    "(nor solvable from one), so its value cannot be known at run time")
-            sym, i, what, d, solve = found
-            value = f"{self.names[args[i]]}.shape[{d}]" if what == "shape" else f"{self.names[args[i]]}.stride({d})"
-            lines.append(f"{sym} = {solve(value)}")
-            bound.add(sym)
-            pending.discard(sym)
+        """``s0 = arg0.shape[0]`` for every symbol the code uses, as the graph's bind plan says (and in its order)."""
+        lines = []
+        for b in bind_plan(self.graph).bindings_for(self.used_symbols):
+            arg, d = self.names[args[b.place.input]], b.place.index
+            value = f"{arg}.shape[{d}]" if b.place.kind == "dim" else f"{arg}.stride({d})"
+            lines.append(f"{b.symbol} = {_solve_linear(value, b.coeff, b.offset)}")
         return lines
-
-
-def _find_symbol(pending: set[str], bound: set[str], args: list[SSAValue]):
-    """(symbol, input, "shape"|"stride", dim, code from the dim's value) for one pending symbol, or None.
-
-    A dim or stride equal to the symbol binds it directly; else one linear in it
-    (``4*s1``, ``s0*s1 + 2``) whose other symbols are bound solves for it.
-    """
-    places = [(i, what, d, e) for what in ("shape", "stride") for i, a in enumerate(args)
-              for d, e in enumerate(a.type.dims if what == "shape" else a.type.layout)]
-    for sym in sorted(pending, key=shapes.natural_key):
-        s = shapes.size_symbol(sym)
-        for i, what, d, e in places:
-            if e == s:
-                return sym, i, what, d, lambda value: value
-    for sym in sorted(pending, key=shapes.natural_key):
-        s = shapes.size_symbol(sym)
-        for i, what, d, e in places:
-            if s not in e.free_symbols or not shapes.free_size_symbols([e]) - {sym} <= bound:
-                continue
-            try:
-                poly = sympy.Poly(e, s)
-            except sympy.PolynomialError:
-                continue
-            if poly.degree() != 1:
-                continue
-            a, b = poly.all_coeffs()  # e == a*s + b, with a and b over bound symbols
-            return sym, i, what, d, lambda value, a=a, b=b: _solve_linear(value, a, b)
-    return None
 
 
 def _solve_linear(value: str, a: sympy.Expr, b: sympy.Expr) -> str:
     """Host code for s given ``value == a*s + b``."""
-    numerator = value if b == 0 else f"({value} - {_atom(b)})"
+    numerator = value if b == 0 else f"({python_expr(_VALUE - b, {_VALUE.name: value})})"
     return numerator if a == 1 else f"{numerator} // {_atom(a)}"
+
+
+_VALUE = sympy.Symbol("value")  # stands for the dim or stride read, in the expression printed for it
 
 
 def _atom(e: sympy.Expr) -> str:

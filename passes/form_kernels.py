@@ -40,12 +40,8 @@ class KernelNamer:
         return name
 
 
-def _contiguous(t: F.TensorType) -> F.TensorType:
-    return F.TensorType(t.dims, t.element_type)
-
-
 def pointwise_kernel(op: F.PointwiseOp, name: str) -> F.KernelOp:
-    out = _contiguous(op.result.type)
+    out = op.result.type.contiguous()
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
     args = [kb.element(v, broadcast_index(v.type, out.dims, idx)) for v in op.inputs]
@@ -54,7 +50,7 @@ def pointwise_kernel(op: F.PointwiseOp, name: str) -> F.KernelOp:
 
 
 def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
-    in_t, out = op.input.type, _contiguous(op.result.type)
+    in_t, out = op.input.type, op.result.type.contiguous()
     reduced = op.dim_list
     kept_dims = [d for i, d in enumerate(in_t.dims) if i not in reduced]
     red_dims = [in_t.dims[i] for i in reduced]
@@ -68,7 +64,7 @@ def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
 
 
 def cat_kernel(op: F.CatOp, name: str) -> F.KernelOp:
-    out, d = _contiguous(op.result.type), op.dim.data
+    out, d = op.result.type.contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
     position = kb.symbolic(idx[d])
@@ -98,7 +94,7 @@ def _gather_index(kb: KernelBuilder, index_value, idx, extent: sympy.Expr):
 
 
 def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
-    out, d = _contiguous(op.result.type), op.dim.data
+    out, d = op.result.type.contiguous(), op.dim.data
     k = op.index.type.rank
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
@@ -109,7 +105,7 @@ def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
 
 
 def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
-    out, d = _contiguous(op.result.type), op.dim.data
+    out, d = op.result.type.contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
     j = _gather_index(kb, op.index, idx, op.input.type.dims[d])
@@ -120,7 +116,7 @@ def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
 
 def materialize_kernel(op: F.ConstantOp | F.SymbolicOp, name: str) -> F.KernelOp:
     """A constant or symbolic value that an extern or the output needs as a real tensor."""
-    out = _contiguous(op.result.type)
+    out = op.result.type.contiguous()
     kb = KernelBuilder()
     kb.store(kb.element(op.result, shapes.flat_to_dims(X, out.dims)), out, X)
     return kb.finish(name, [shapes.numel(out.dims)])

@@ -1,1 +1,1 @@
-"""Facts about IR that passes and the lowering share: costs, liveness, launch-configuration heuristics."""
+"""Facts about IR that passes and the lowering share: costs, liveness, launch-configuration heuristics, bind plans."""

@@ -158,10 +158,6 @@ def lowers(*names: str):
     return register
 
 
-def _contiguous(t: F.TensorType) -> F.TensorType:
-    return F.TensorType(t.dims, t.element_type)
-
-
 def _dims_list(dim, rank: int) -> list[int]:
     """Normalised reduction dims; None or [] means all of them."""
     if dim is None:
@@ -216,7 +212,7 @@ def scalar_type(fn: str, operands: Sequence, out: F.TensorType) -> Attribute:
 
 
 def pointwise_call(imp: GraphBuilder, fn: str, operands: Sequence, out: F.TensorType | None = None) -> SSAValue:
-    out = out or _contiguous(imp.result_type())
+    out = out or imp.result_type().contiguous()
     st = scalar_type(fn, operands, out)
     return imp.pointwise(fn, [imp.tensor(v, st) for v in operands], out)
 
@@ -236,7 +232,7 @@ def _binary(fn: str) -> Lowering:
         other = c.args.get("other", c.args.get("exponent"))
         alpha = c.args.get("alpha", 1)
         if not (isinstance(alpha, (int, float)) and alpha == 1):
-            out = _contiguous(imp.result_type())
+            out = imp.result_type().contiguous()
             o = imp.tensor(other, out.element_type)
             other = imp.pointwise("mul", [o, imp.tensor(alpha, out.element_type)], F.TensorType(o.type.dims, out.element_type))
         return pointwise_call(imp, fn, [c["self"], other])
@@ -259,7 +255,7 @@ def _div(imp: GraphBuilder, c: Call) -> SSAValue:
         return pointwise_call(imp, "div", [a, b])
     if mode == "floor":
         return pointwise_call(imp, "floordiv", [a, b])
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     if not F.is_float(out.element_type):
         raise Decline("rounding_mode='trunc' on integers")
     return imp.pointwise("trunc", [pointwise_call(imp, "div", [a, b])], out)
@@ -268,12 +264,12 @@ def _div(imp: GraphBuilder, c: Call) -> SSAValue:
 @lowers("logical_xor")
 def _logical_xor(imp: GraphBuilder, c: Call) -> SSAValue:
     a, b = (imp.convert(imp.tensor(v, F.BOOL), F.BOOL) for v in (c["self"], c["other"]))
-    return imp.pointwise("ne", [a, b], _contiguous(imp.result_type()))
+    return imp.pointwise("ne", [a, b], imp.result_type().contiguous())
 
 
 @lowers("clamp", "clamp_min", "clamp_max")
 def _clamp(imp: GraphBuilder, c: Call) -> SSAValue:
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     lo, hi = c.args.get("min"), c.args.get("max")
     if lo is None and hi is None:
         raise Decline("clamp without bounds")
@@ -290,7 +286,7 @@ def _clamp(imp: GraphBuilder, c: Call) -> SSAValue:
 
 @lowers("where")
 def _where(imp: GraphBuilder, c: Call) -> SSAValue:
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     cond = c["condition"]
     if not isinstance(cond, SSAValue):
         raise Decline("a condition that is not a tensor")
@@ -303,7 +299,7 @@ def _to_copy(imp: GraphBuilder, c: Call) -> SSAValue:
     src = c.input_meta()
     if c.args.get("layout") not in (None, torch.strided) or (src is not None and src.device != imp.meta.device):
         raise Decline("it changes the device or the layout")
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     x = c["self"]
     if not isinstance(x, SSAValue):
         raise Decline("a non-tensor operand")
@@ -312,7 +308,7 @@ def _to_copy(imp: GraphBuilder, c: Call) -> SSAValue:
 
 @lowers("clone", "lift_fresh_copy")
 def _clone(imp: GraphBuilder, c: Call) -> SSAValue:
-    return imp.pointwise("identity", [c["self"]], _contiguous(imp.result_type()))
+    return imp.pointwise("identity", [c["self"]], imp.result_type().contiguous())
 
 
 @lowers("alias", "detach", "lift_fresh")
@@ -322,7 +318,7 @@ def _alias(imp: GraphBuilder, c: Call):
 
 @lowers("copy")
 def _copy(imp: GraphBuilder, c: Call) -> SSAValue:
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     src = c["src"]
     if list(src.type.dims) != list(out.dims):
         src = imp.emit_value(F.ExpandOp(src, F.TensorType(out.dims, src.type.element_type)))
@@ -333,7 +329,7 @@ def _copy(imp: GraphBuilder, c: Call) -> SSAValue:
 
 
 def _filled(imp: GraphBuilder, value) -> SSAValue:
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     if isinstance(value, (bool, int, float)):
         return imp.constant(value, out)
     scalar = imp.convert(imp.tensor(value, out.element_type), out.element_type)  # a size, a 0-d tensor
@@ -388,7 +384,7 @@ def _reduction(kind: str, dim_arg: str | None = "dim") -> Lowering:
     def lower(imp: GraphBuilder, c: Call) -> SSAValue:
         x = c["self"]
         dims = _dims_list(c.args.get(dim_arg) if dim_arg else None, x.type.rank)
-        return reduce(imp, kind, x, dims, bool(c.args.get("keepdim", False)), _contiguous(imp.result_type()))
+        return reduce(imp, kind, x, dims, bool(c.args.get("keepdim", False)), imp.result_type().contiguous())
 
     return lower
 
@@ -404,15 +400,15 @@ def _max_dim(imp: GraphBuilder, c: Call) -> tuple[SSAValue, SSAValue]:
     kind = "max" if c.node.target._opname == "max" else "min"
     x, keepdim = c["self"], bool(c.args.get("keepdim", False))
     dims = _dims_list(c["dim"], x.type.rank)
-    values = reduce(imp, kind, x, dims, keepdim, _contiguous(imp.result_type(0)))
-    indices = reduce(imp, "arg" + kind, x, dims, keepdim, _contiguous(imp.result_type(1)))
+    values = reduce(imp, kind, x, dims, keepdim, imp.result_type(0).contiguous())
+    indices = reduce(imp, "arg" + kind, x, dims, keepdim, imp.result_type(1).contiguous())
     return values, indices
 
 
 @lowers("argmax", "argmin")
 def _argmax(imp: GraphBuilder, c: Call) -> SSAValue:
     kind, x = c.node.target._opname, c["self"]
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     keepdim = bool(c.args.get("keepdim", False))
     if c.args.get("dim") is not None:
         return reduce(imp, kind, x, _dims_list(c["dim"], x.type.rank), keepdim, out)
@@ -425,7 +421,7 @@ def _argmax(imp: GraphBuilder, c: Call) -> SSAValue:
 @lowers("mean")
 def _mean(imp: GraphBuilder, c: Call) -> SSAValue:
     x = c["self"]
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     dims = _dims_list(c.args.get("dim"), x.type.rank)
     keepdim = bool(c.args.get("keepdim", False))
     total = reduce(imp, "sum", x, dims, keepdim, out)
@@ -570,7 +566,7 @@ def _split(imp: GraphBuilder, c: Call) -> list[SSAValue]:
 
 @lowers("cat", "concat", "concatenate")
 def _cat(imp: GraphBuilder, c: Call) -> SSAValue:
-    out = _contiguous(imp.result_type())
+    out = imp.result_type().contiguous()
     d = _dim(c.get("dim", 0), out.rank)
     # torch skips 1-d empty tensors in a cat of higher rank (a legacy rule)
     inputs = [imp.convert(v, out.element_type) for v in c["tensors"] if not (v.type.rank == 1 and v.type.dims[0] == 0 and out.rank > 1)]
@@ -585,7 +581,7 @@ def _cat(imp: GraphBuilder, c: Call) -> SSAValue:
 def _index(imp: GraphBuilder, x: SSAValue, index: SSAValue, d: int) -> SSAValue:
     if index.type.element_type not in (F.I64, F.I32):
         raise Decline(f"an index of type {index.type.element_type}")
-    return imp.emit_value(F.IndexOp(x, index, d, _contiguous(imp.result_type())))
+    return imp.emit_value(F.IndexOp(x, index, d, imp.result_type().contiguous()))
 
 
 @lowers("index_select")
@@ -626,4 +622,4 @@ def _gather(imp: GraphBuilder, c: Call) -> SSAValue:
     x, index = c["self"], c["index"]
     if index.type.element_type not in (F.I64, F.I32):
         raise Decline(f"an index of type {index.type.element_type}")
-    return imp.emit_value(F.GatherOp(x, index, _dim(c["dim"], x.type.rank), _contiguous(imp.result_type())))
+    return imp.emit_value(F.GatherOp(x, index, _dim(c["dim"], x.type.rank), imp.result_type().contiguous()))

@@ -19,6 +19,7 @@ location: ``loc("mul_3"("model.py":12:9))`` (printed with ``print_debuginfo``).
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import torch.fx
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Region, SSAValue
 
+from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.frontend.aten_ops import lower_call
@@ -66,10 +68,12 @@ class ImportInfo:
     """How the FX graph's calling convention maps onto the fusec.graph's.
 
     The graph's inputs are the placeholders' tensors, then the constants, then
-    one *size carrier* per symbol that no tensor input has as a dim or stride
-    (a backward graph may get a size only as a SymInt): an expanded one-element
-    int8 tensor ``!fusec.tensor<[s0], i8, strides [0]>``, so that an executor
-    binds every symbol from tensor shapes alone.
+    one *size carrier* per symbol that no tensor input gives (by its bind plan,
+    ``fusec.analysis.bind_plan``; a backward graph may get a size only as a
+    SymInt): an expanded one-element int8 tensor ``!fusec.tensor<[s0], i8,
+    strides [0]>``, so that an executor binds every symbol from tensor shapes
+    alone.  ``plan`` binds the symbols from the FX arguments themselves (the
+    tensors and the SymInts), which the carriers are made from.
     """
 
     graph_name: str
@@ -101,23 +105,17 @@ class ImportInfo:
             self._moved[device] = [c.to(device) for c in self.constants]
         return self._moved[device]
 
+    @functools.cached_property
+    def plan(self) -> BindPlan:
+        """How the arguments give every symbol: the tensors' dims and strides (before the carriers), the SymInts."""
+        types = self.input_types[:len(self.input_types) - len(self.carriers)]
+        return make_plan(self.graph_name, types, self.symbols, [s.expr for s in self.inputs if s.kind == "symint"])
+
     def bind_symbols(self, args: Sequence) -> dict[str, int]:
-        """Every declared symbol's value, from the tensors' sizes and strides and the SymInt arguments."""
-        env: dict[str, int] = {}
+        """Every declared symbol's value from the FX graph's arguments (the importer made sure the plan finds all)."""
         tensors = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "tensor"] + list(self.constants)
-        for t, ty in zip(tensors, self.input_types[:len(tensors)], strict=True):  # the size carriers come last
-            exprs = ty.dims + (ty.layout if not ty.is_contiguous else [])
-            actuals = list(t.shape) + (list(t.stride()) if not ty.is_contiguous else [])
-            for expr, actual in zip(exprs, actuals, strict=True):
-                if isinstance(expr, sympy.Symbol):
-                    env.setdefault(expr.name, int(actual))
-        for slot, arg in zip(self.inputs, args, strict=True):
-            if slot.kind == "symint" and isinstance(slot.expr, sympy.Symbol):
-                env.setdefault(slot.expr.name, int(arg))
-        missing = sorted(set(self.symbols) - set(env))
-        if missing:
-            raise RuntimeError(f"fusec: @{self.graph_name}: cannot find the value of size symbols {missing} in its arguments")
-        return env
+        scalars = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "symint"]
+        return self.plan.bind(tensors, scalars, check=False)  # the executor checks the tensors (or Dynamo's guards do)
 
     def assemble_outputs(self, tensors: Sequence[torch.Tensor], env: dict[str, int]) -> list:
         """The FX graph's outputs from the graph's output tensors (and the symbol values)."""
@@ -189,11 +187,16 @@ class GraphImporter(GraphBuilder):
         info = ImportInfo(self.name, tuple(self.slots), tuple(a.type for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
                           self.device)
+        try:
+            info.plan.require(symbols)
+        except UnboundSymbol as e:
+            raise UnsupportedGraph(str(e)) from None
         return ModuleOp([graph]), info
 
     def _add_size_carriers(self, symbols: dict) -> tuple[str, ...]:
-        carried = {e.name for a in self.block.args for e in a.type.dims + a.type.layout if isinstance(e, sympy.Symbol)}
-        carriers = tuple(s for s in symbols if s not in carried)
+        """One carrier input per symbol that the tensor inputs do not give (a backward graph's sizes)."""
+        missing = set(make_plan(self.name, [a.type for a in self.block.args], symbols).missing)
+        carriers = tuple(s for s in symbols if s in missing)
         for s in carriers:
             carrier = F.TensorType([shapes.symbol(s)], F.I8, [0])
             self.block.insert_arg(carrier, len(self.block.args))

@@ -78,15 +78,6 @@ def _quiet_numpy(call):
     return quiet
 
 
-def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
-    if isinstance(module, F.GraphOp):
-        return module
-    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp) and (name is None or op.sym_name.data == name)]
-    if len(graphs) != 1:
-        raise ValueError(f"expected one fusec.graph{f' named @{name}' if name else ''} in the module, found {len(graphs)}")
-    return graphs[0]
-
-
 def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
                    graph_name: str | None = None, options: LoweringOptions = LoweringOptions(),
                    input_checks: str = "all") -> CompiledGraph:
@@ -96,4 +87,4 @@ def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] |
     size the symbols' bounds admit, hints only steer choices that are safe anyway.
     ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``).
     """
-    return CompiledGraph(lower_graph(find_graph(module, graph_name), size_hints, options, input_checks))
+    return CompiledGraph(lower_graph(F.find_graph(module, graph_name), size_hints, options, input_checks))

@@ -15,6 +15,7 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from fusec.analysis.bind_plan import InputMismatch, UnboundSymbol, bind_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.extern_calls import call_extern
@@ -78,36 +79,18 @@ class InterpreterError(RuntimeError):
     pass
 
 
-def find_graph(module: ModuleOp | F.GraphOp, name: str | None = None) -> F.GraphOp:
-    if isinstance(module, F.GraphOp):
-        return module
-    graphs = [op for op in module.walk() if isinstance(op, F.GraphOp)]
-    if name is not None:
-        graphs = [g for g in graphs if g.sym_name.data == name]
-    if len(graphs) != 1:
-        raise InterpreterError(f"expected one fusec.graph{f' named {name}' if name else ''}, found {len(graphs)}")
-    return graphs[0]
-
-
 def bind_symbols(graph: F.GraphOp, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
-    """Size symbols from the inputs' shapes; every other dim is checked against them."""
-    if len(inputs) != len(graph.block.args):
-        raise InterpreterError(f"@{graph.sym_name.data} takes {len(graph.block.args)} tensors, got {len(inputs)}")
-    env: dict[str, int] = {}
-    for t, arg in zip(inputs, graph.block.args, strict=True):
-        for d, actual in zip(arg.type.dims, t.shape, strict=True):
-            if isinstance(d, sympy.Symbol):
-                env.setdefault(d.name, int(actual))
-    for i, (t, arg) in enumerate(zip(inputs, graph.block.args, strict=True)):
-        want = [shapes.evaluate(d, env) for d in arg.type.dims]
-        if list(t.shape) != want:
-            declared = [shapes.print_expr(d) for d in arg.type.dims]
-            raise InterpreterError(f"input {i}: shape {list(t.shape)} does not match {declared} = {want}")
-    return env
+    """Size symbols from the inputs' dims and strides (``fusec.analysis.bind_plan``); every other dim is checked."""
+    plan = bind_plan(graph)
+    try:
+        plan.require(name for op in graph.walk() for name, _ in F.op_symbol_uses(op))
+        return plan.bind(inputs)
+    except (UnboundSymbol, InputMismatch) as e:
+        raise InterpreterError(str(e)) from None
 
 
 def run(module: ModuleOp | F.GraphOp, inputs: Sequence[torch.Tensor], graph_name: str | None = None) -> list[torch.Tensor]:
-    graph = find_graph(module, graph_name)
+    graph = F.find_graph(module, graph_name)
     env = bind_symbols(graph, inputs)
     device = inputs[0].device if inputs else torch.device("cpu")
     values: dict[SSAValue, torch.Tensor] = dict(zip(graph.block.args, inputs, strict=True))

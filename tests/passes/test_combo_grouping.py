@@ -54,7 +54,7 @@ def test_seed_reductions_become_one_combo():
     before, after, log = run_grouping(SEED)
     (combo,) = combos(after)
     assert names(combo.kernels) == ["fusec_red_sum_0", "fusec_red_max_1", "fusec_red_min_2", "fusec_red_sum_3"]
-    graph = interpreter.find_graph(after)
+    graph = F.find_graph(after)
     assert [op.name for op in graph.block.ops] == ["fusec.combo", "fusec.output"]
     assert not log.remarks
     for s0 in (2, 9):
@@ -64,7 +64,7 @@ def test_seed_reductions_become_one_combo():
 def test_optimizer_update_over_mixed_sizes_launches_twice():
     before, after, log = run_grouping(sgd_kernels(MIXED_SIZES), form=False)
     groups = combos(after)
-    graph = interpreter.find_graph(after)
+    graph = F.find_graph(after)
     launches = [op for op in graph.block.ops if isinstance(op, (F.ComboOp, F.KernelOp))]
     assert len(launches) == 3  # 17 kernels, 8 a combo at most
     assert [len(c.kernels) for c in groups] == [8, 8]
@@ -74,7 +74,7 @@ def test_optimizer_update_over_mixed_sizes_launches_twice():
 
 def test_optimizer_update_16_params_two_launches_at_two_sizes():
     before, after, _ = run_grouping(sgd_kernels(MIXED_SIZES[:16]), form=False)
-    graph = interpreter.find_graph(after)
+    graph = F.find_graph(after)
     assert [op.name for op in graph.block.ops] == ["fusec.combo", "fusec.combo", "fusec.output"]
     for sizes in ({"s0": 2, "s1": 3}, {"s0": 11, "s1": 6}):
         check_equivalent(before, after, sizes, seed=sizes["s0"])
@@ -195,13 +195,13 @@ def test_grouping_that_would_raise_peak_memory_is_refused():
     assert [(r.code, r.subjects) for r in log.remarks] == [
         ("dependence", ("@fusec_red_sum_1",)), ("peak-memory", ("@fusec_poi_exp_2",)), ("peak-memory", ("@fusec_red_sum_3",))]
     for s0 in (2, 64):
-        assert peak_memory_estimate(interpreter.find_graph(after), {"s0": s0}) <= peak_memory_estimate(interpreter.find_graph(before), {"s0": s0})
+        assert peak_memory_estimate(F.find_graph(after), {"s0": s0}) <= peak_memory_estimate(F.find_graph(before), {"s0": s0})
 
 
 def test_peak_memory_estimate_counts_live_buffers():
     module = parse(PEAK)
     apply_passes(module, FormKernels())
-    graph = interpreter.find_graph(module)
+    graph = F.find_graph(module)
     s0 = 10
     big, small = s0 * 512 * 4, s0 * 4
     # inputs x, y; the fullest moment holds p and a then q (p dies at its sum), or q and both sums.
@@ -282,14 +282,14 @@ def test_random_graphs_keep_meaning_dependences_and_peak_memory(seed, monkeypatc
     check_equivalent(before, after, {"s0": 5}, seed=seed)
     # Members of a combo were independent in the graph before grouping.
     kernels = {k.sym_name.data: k for k in before.walk() if isinstance(k, F.KernelOp)}
-    graph = interpreter.find_graph(before)
+    graph = F.find_graph(before)
     for combo in combos(after):
         members = [kernels[n] for n in names(combo.kernels)]
         for x in members:
             for y in members:
                 assert x is y or not _reaches(x, y, graph), (seed, names(members))
     for s0 in (2, 7, 300):
-        assert peak_memory_estimate(interpreter.find_graph(after), {"s0": s0}) <= peak_memory_estimate(graph, {"s0": s0})
+        assert peak_memory_estimate(F.find_graph(after), {"s0": s0}) <= peak_memory_estimate(graph, {"s0": s0})
 
 
 # ---------------------------------------------------------------- hints, options, benchmark hook

@@ -52,7 +52,7 @@ def test_form_kernels_keeps_meaning(text, size):
     inputs = random_inputs(module, {"s0": size, "s1": size + 2}, seed=size)  # integer inputs lie in [0, 4): valid indices
     before = interpreter.run(module, inputs)
     apply_passes(module, FormKernels())
-    graph = interpreter.find_graph(module)
+    graph = F.find_graph(module)
     computing = (F.PointwiseOp, F.ReduceOp, F.CatOp, F.IndexOp, F.GatherOp)
     assert not any(isinstance(op, computing) for op in graph.block.ops), print_ir(module)
     after = interpreter.run(parse(print_ir(module)), inputs)

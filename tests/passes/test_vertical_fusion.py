@@ -5,7 +5,6 @@ import pytest
 from fusec.dialects import fusec as F
 from fusec.passes.form_kernels import FormKernels
 from fusec.passes.vertical_fusion import VerticalFusion
-from fusec.runtime import interpreter
 from fusec.testing import graph_text, kernels, print_ir, run_passes_checked, tensor_type
 
 
@@ -29,7 +28,7 @@ def test_sigmoid_of_affine_is_one_kernel(dim0):
     (k,) = kernels(module)
     assert k.sym_name.data == "fusec_poi_mul_add_sigmoid_2"
     assert [type(op).__name__ for op in k.block.ops].count("LoadOp") == 3  # x, w, b: no intermediate buffer
-    assert k.inputs[0] is interpreter.find_graph(module).block.args[0]
+    assert k.inputs[0] is F.find_graph(module).block.args[0]
     assert not notes
 
 
@@ -133,7 +132,7 @@ def test_extern_reader_gets_the_value_from_the_fused_kernel():
     fusec.output %mm, %b : {t}, {t}"""), recompute_max_ops=0)
     (k,) = kernels(module)
     assert len(k.outputs) == 2  # tanh's result and exp's, which the extern reads
-    extern = next(op for op in interpreter.find_graph(module).block.ops if isinstance(op, F.ExternOp))
+    extern = next(op for op in F.find_graph(module).block.ops if isinstance(op, F.ExternOp))
     assert extern.inputs[0].owner is k
     assert [n.code for n in notes] == ["extern-consumer"]
     assert "aten.mm.default" in notes[0].message
