@@ -26,7 +26,7 @@ import torch.fx
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from fusec.base import dtypes, shapes
+from fusec.base import dtypes, remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph
 
@@ -75,6 +75,14 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
         lowering = TABLE.get(key) or TABLE.get(target._opname)
     else:
         lowering = TABLE.get(f"{target.namespace}.{key}")
+    elsewhere = _device_elsewhere(imp, node)
+    if elsewhere is not None:
+        # Kernels run on the graph's device; eager computes this op elsewhere (a factory op for the CPU,
+        # arithmetic on CPU scalars), so torch runs it there and its result stays there.
+        value = imp.extern()
+        remarks.emit("importer", "extern-device", f"{key} runs as a torch call on {elsewhere}, where eager computes it "
+                     f"(kernels run on {imp.device})", node.name)
+        return value
     if lowering is None:
         if target.namespace == "aten" and target._opname in DESIGNED_EXTERNS:
             return imp.extern()
@@ -100,6 +108,16 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
         op.detach()
         op.erase(safe_erase=False)
     return imp.extern(reason=reason)
+
+
+def _device_elsewhere(imp: GraphBuilder, node: torch.fx.Node) -> torch.device | None:
+    """The device of the op's tensors when it is not the graph's (where its kernels would run), else None."""
+    # Lifted constants (get_attr) are exempt: they are passed on whichever device their readers run.
+    metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes if a.op != "get_attr"]
+    for m in F.flat_returns(metas):
+        if isinstance(m, torch.Tensor) and m.device.type != imp.device.type:
+            return m.device
+    return None
 
 
 def _check_computable(node: torch.fx.Node) -> None:

@@ -86,6 +86,7 @@ class ImportInfo:
     externs: tuple[str, ...] = ()  # targets that fell back to extern
     carriers: tuple[str, ...] = ()  # symbols passed as size-carrier inputs, in order
     device: torch.device = torch.device("cpu")  # where the FX graph's tensors live
+    constants_stay: tuple[bool, ...] = ()  # per constant: read only by torch calls on its own device (eager's CPU math)
     _moved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tensor_inputs(self, args: Sequence, symbols: dict[str, int] | None = None) -> list[torch.Tensor]:
@@ -102,7 +103,8 @@ class ImportInfo:
     def constants_on(self, device: torch.device) -> list[torch.Tensor]:
         # A lifted constant (torch.tensor(2.0) in the user's code) lives on the CPU; kernels need it beside the inputs.
         if device not in self._moved:
-            self._moved[device] = [c.to(device) for c in self.constants]
+            stay = self.constants_stay or (False,) * len(self.constants)
+            self._moved[device] = [c if kept else c.to(device) for c, kept in zip(self.constants, stay, strict=True)]
         return self._moved[device]
 
     @functools.cached_property
@@ -154,6 +156,7 @@ class GraphImporter(GraphBuilder):
         self.example_inputs = list(example_inputs)
         self.slots: list[InputSlot] = []
         self.constants: list[torch.Tensor] = []
+        self.constants_stay: list[bool] = []
 
     # ---- driving
 
@@ -186,7 +189,7 @@ class GraphImporter(GraphBuilder):
                           [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
         info = ImportInfo(self.name, tuple(self.slots), tuple(a.type for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
-                          self.device)
+                          self.device, tuple(self.constants_stay))
         try:
             info.plan.require(symbols)
         except UnboundSymbol as e:
@@ -222,6 +225,10 @@ class GraphImporter(GraphBuilder):
             raise UnsupportedGraph(f"FX node {node.name}: attribute {node.target} is a {type(obj).__name__}, not a tensor")
         # A constant tensor (a lifted torch.tensor([...])) becomes one more graph input.
         self.constants.append(obj)
+        # A CPU constant read only by ops eager computes on the CPU stays there (they run as torch calls).
+        users = [u.meta.get("val") for u in node.users]
+        self.constants_stay.append(obj.device.type != self.device.type and bool(users) and all(
+            isinstance(u, torch.Tensor) and u.device == obj.device for u in users))
         self.values[node] = self.block.insert_arg(self.type_of(obj, layout=True), len(self.block.args))
 
     def _call(self, node: torch.fx.Node) -> None:
