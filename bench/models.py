@@ -82,7 +82,8 @@ def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.float() - want.float()).norm() / (want.float().norm() + 1e-12)).item()
 
 
-def profile_kernels(call) -> tuple[int, float]:
+def profile_kernels(call, top: int = 0) -> tuple[int, float, list]:
+    """Kernels per call, their device µs, and the ``top`` kernel names by total device time (name, count, µs)."""
     from torch.profiler import ProfilerActivity, profile
 
     call()
@@ -91,7 +92,11 @@ def profile_kernels(call) -> tuple[int, float]:
         call()
         torch.cuda.synchronize()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return len(events), sum(e.device_time for e in events)
+    by_name: dict[str, list[float]] = {}
+    for e in events:
+        by_name.setdefault(e.name[:70], []).append(e.device_time)
+    slowest = sorted(((n, len(t), round(sum(t), 1)) for n, t in by_name.items()), key=lambda r: -r[2])[:top]
+    return len(events), sum(e.device_time for e in events), slowest
 
 
 def one(args) -> dict:
@@ -140,7 +145,7 @@ def one(args) -> dict:
         got_grads = grads(compiled)
         errors += [rel_error(got_grads[n], want_grads[n]) for n in want_grads if n in got_grads]
         errors.append(float(len(set(want_grads) ^ set(got_grads))))  # a missing gradient counts as error 1+
-    kernels, device_us = profile_kernels(lambda: run(compiled, data))
+    kernels, device_us, slowest = profile_kernels(lambda: run(compiled, data), args.top)
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(args.calls):
@@ -158,7 +163,7 @@ def one(args) -> dict:
         second = {"frames_after_second_size": sum(counters["stats"].values()) - before}
     return {"model": args.model, "mode": args.mode, "dtype": args.dtype, "backend": args.backend, "dynamic": args.dynamic,
             "fallbacks": fallbacks, "max_error": max(errors), "first_call_s": first, "kernels": kernels,
-            "device_us": device_us, "wall_ms": wall_ms, "second_size": second}
+            "device_us": device_us, "wall_ms": wall_ms, "second_size": second, "slowest": slowest}
 
 
 def table(rows: list[dict]) -> str:
@@ -183,6 +188,7 @@ def main() -> None:
     p.add_argument("--dynamic", action="store_true")
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--top", type=int, default=0, help="also list the N kernels with the most device time per run")
     p.add_argument("--json")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -199,7 +205,8 @@ def main() -> None:
             for dtype in args.dtypes.split(","):
                 for backend in args.backends.split(","):
                     cmd = [sys.executable, __file__, "--one", "--model", model, "--mode", mode, "--dtype", dtype,
-                           "--backend", backend, "--calls", str(args.calls)] + (["--dynamic"] if args.dynamic else [])
+                           "--backend", backend, "--calls", str(args.calls), "--top", str(args.top)]
+                    cmd += ["--dynamic"] if args.dynamic else []
                     with tempfile.TemporaryDirectory() as cache:
                         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "FUSEC_CACHE_DIR": cache,
                                "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
@@ -218,6 +225,9 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     print(table(rows))
+    for r in rows:
+        for name, count, us in r.get("slowest") or []:
+            print(f"  {r['model']} {r['mode']} {r['dtype']} {r['backend']}: {us:8.1f} µs  x{count}  {name}")
 
 
 if __name__ == "__main__":
