@@ -99,6 +99,27 @@ def profile_kernels(call, top: int = 0) -> tuple[int, float, list]:
     return len(events), sum(e.device_time for e in events), slowest
 
 
+def host_profile(call, top: int, calls: int = 20) -> list[str]:
+    """The ``top`` functions by own host time over ``calls`` calls (cProfile), and Triton's launch hook."""
+    import cProfile
+    import pstats
+
+    import triton
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]  # (file, line, fn) -> (cc, nc, tt, ct, callers)
+    hook = triton.knobs.runtime.launch_enter_hook
+    return [f"launch_enter_hook={hook!r}"] + [
+        f"{tt / calls * 1e6:9.1f} µs/call own {ct / calls * 1e6:9.1f} cum  x{nc // calls:<5} {fn}  {file.rsplit('/', 2)[-1]}:{line}"
+        for (file, line, fn), (cc, nc, tt, ct, _) in rows]
+
+
 def one(args) -> dict:
     """One configuration, in this (fresh) process."""
     torch.manual_seed(0)
@@ -152,6 +173,7 @@ def one(args) -> dict:
         run(compiled, data)
     torch.cuda.synchronize()
     wall_ms = (time.perf_counter() - start) / args.calls * 1e3
+    host_top = host_profile(lambda: run(compiled, data), args.host_profile) if args.host_profile else []
     second = None
     if args.dynamic:
         counters = __import__("torch._dynamo.utils", fromlist=["counters"]).counters
@@ -163,7 +185,8 @@ def one(args) -> dict:
         second = {"frames_after_second_size": sum(counters["stats"].values()) - before}
     return {"model": args.model, "mode": args.mode, "dtype": args.dtype, "backend": args.backend, "dynamic": args.dynamic,
             "fallbacks": fallbacks, "max_error": max(errors), "first_call_s": first, "kernels": kernels,
-            "device_us": device_us, "wall_ms": wall_ms, "second_size": second, "slowest": slowest}
+            "device_us": device_us, "wall_ms": wall_ms, "second_size": second, "slowest": slowest,
+            "host_top": host_top}
 
 
 def table(rows: list[dict]) -> str:
@@ -189,6 +212,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--top", type=int, default=0, help="also list the N kernels with the most device time per run")
+    p.add_argument("--host-profile", type=int, default=0, help="also list the N functions with the most host time per call")
     p.add_argument("--json")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -205,7 +229,8 @@ def main() -> None:
             for dtype in args.dtypes.split(","):
                 for backend in args.backends.split(","):
                     cmd = [sys.executable, __file__, "--one", "--model", model, "--mode", mode, "--dtype", dtype,
-                           "--backend", backend, "--calls", str(args.calls), "--top", str(args.top)]
+                           "--backend", backend, "--calls", str(args.calls), "--top", str(args.top),
+                           "--host-profile", str(args.host_profile)]
                     cmd += ["--dynamic"] if args.dynamic else []
                     with tempfile.TemporaryDirectory() as cache:
                         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "FUSEC_CACHE_DIR": cache,
@@ -228,6 +253,8 @@ def main() -> None:
     for r in rows:
         for name, count, us in r.get("slowest") or []:
             print(f"  {r['model']} {r['mode']} {r['dtype']} {r['backend']}: {us:8.1f} µs  x{count}  {name}")
+        for line in r.get("host_top") or []:
+            print(f"  host {r['model']} {r['mode']} {r['dtype']} {r['backend']}: {line}")
 
 
 if __name__ == "__main__":
