@@ -4,7 +4,9 @@ The kernel's arguments are its buffers (inputs then outputs), then the sizes as
 runtime ints (``xnumel``, ``rnumel``, then every size symbol its body reads), then
 the constexprs ``XBLOCK`` (and ``RBLOCK``): one source serves every size.
 
-Four shapes of kernel:
+Four shapes of kernel, as the kernel's recorded schedule says (``schedule-kernels``
+records it; for IR without one, ``kernel_schedule`` runs the same decision, from
+``fusec.passes.schedule_kernels``, with this lowering's options):
 
 * pointwise (domain ``[xnumel]``): 1-D blocks of ``XBLOCK`` elements.
 * tiled pointwise (a ``tiled`` kernel, domain ``[xnumel, rnumel]``, no reductions):
@@ -16,8 +18,6 @@ Four shapes of kernel:
   makes) is lowered as a reduction domain without reductions: correct, not tiled.
 * persistent reduction: a program holds ``XBLOCK`` whole rows, ``RBLOCK`` >= rnumel;
   the body is one straight block, reductions are ``tl.sum(..., 1)`` and friends.
-  Chosen when rnumel is provably at most ``persistent_threshold`` (its upper bound,
-  not just its hint: the source must serve every size the symbols admit).
 * looped reduction: each reduction *phase* is one ``for roffset`` loop that
   accumulates in ``[XBLOCK, RBLOCK]`` registers and reduces across lanes after the
   loop.  A reduction whose input needs an earlier reduction (softmax's sum of
@@ -27,15 +27,13 @@ Four shapes of kernel:
 
 Values per x are ``[XBLOCK, 1]`` and values per (x, r) ``[XBLOCK, RBLOCK]`` (or
 ``[1, RBLOCK]`` when they do not depend on x), so they broadcast like the
-reference interpreter's columns and rows.  Index arithmetic is int32 unless some
-index may leave the int32 range for sizes the symbols' bounds admit; then the
-program offset, ``rindex`` and the size arguments are int64.
+reference interpreter's columns and rows.  Index arithmetic is the schedule's index
+type; with int64 the program offset, ``rindex`` and the size arguments are int64.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -44,12 +42,11 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis import heuristics
 from fusec.base import shapes
-from fusec.base.shapes import value_range
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
+from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, symbol_bounds
 
-INT32_LIMIT = 2**31
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
 
 
@@ -63,7 +60,7 @@ class LoweringOptions:
     """
 
     persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD
-    max_rblock: int = 1024
+    max_rblock: int = DEFAULT_MAX_RBLOCK
 
 
 @dataclass(frozen=True)
@@ -105,54 +102,41 @@ class LoweringError(ValueError):
     """A kernel the Triton lowering cannot express; the message names the kernel and op."""
 
 
-OUTER_PERSISTENT_MAX = 128  # an outer reduction keeps >= 32 contiguous columns a program only up to here
+def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
+                    bounds: Mapping[str, tuple[float, float]] | None = None,
+                    options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> tuple[F.KernelSchedule, str]:
+    """The schedule and name ``kernel`` is lowered with: what ``schedule-kernels`` recorded, else its decision now.
 
-
-def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions,
-                combo_member: bool = False) -> str:
-    if not kernel.is_reduction:
-        return "pointwise"
-    if kernel.is_tiled and not combo_member and not isinstance(kernel.parent_op(), F.ComboOp):
-        return "tiled"  # (a combo routes programs by row blocks: its members are not tiled)
-    _, hi = value_range(kernel.domain_exprs[1], bounds)
-    limit = options.persistent_threshold
-    if kernel.is_outer_reduction:
-        limit = min(limit, OUTER_PERSISTENT_MAX)  # whole long columns in a tile leave too few columns to coalesce
-    return "persistent" if hi <= limit else "looped"
-
-
-def kernel_name(base: str, kind: str) -> str:
-    """Inductor's prefixes: fusec_red_* is looped, fusec_per_* persistent."""
-    if kind == "persistent" and base.startswith("fusec_red_"):
-        return "fusec_per_" + base.removeprefix("fusec_red_")
-    if kind == "looped" and base.startswith("fusec_per_"):
-        return "fusec_red_" + base.removeprefix("fusec_per_")
-    return base if base.isidentifier() else re.sub(r"\W", "_", base)
-
-
-def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
-    """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf); none outside one."""
-    op: Operation | None = kernel
-    while op is not None and not isinstance(op, F.GraphOp):
-        op = op.parent_op()
-    return {} if op is None else op.symbol_bounds
+    Options, hints and bounds serve only the decision for a kernel without a recorded
+    schedule (IR that did not run the pass); a hint past a declared bound widens it.
+    """
+    recorded = kernel.schedule
+    if recorded is not None:
+        name = kernel.sym_name.data
+        if not name.isidentifier():
+            raise LoweringError(f"fusec.kernel @{name}: a scheduled kernel's name must be a Python identifier")
+        if recorded.kind == "tiled" and combo_member:
+            raise LoweringError(f"fusec.kernel @{name}: a tiled kernel cannot be lowered into a combo")
+        return recorded, name
+    bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
+    for sym, hint in (size_hints or {}).items():
+        lo, hi = bounds.get(sym, (1, math.inf))
+        bounds[sym] = (lo, max(hi, hint))  # stay correct for the example sizes
+    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock, combo_member)
 
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
                  bounds: Mapping[str, tuple[float, float]] | None = None,
                  options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> TritonKernel:
-    """The Triton module source for ``kernel``; ``bounds`` default to the enclosing graph's symbol declarations.
+    """The Triton module source for ``kernel``, as its recorded schedule says (see ``kernel_schedule``).
 
-    ``size_hints`` (symbol -> example value) are used only where a decision may not
-    depend on them for correctness: nothing in the source is sized from a hint.
+    ``bounds`` default to the enclosing graph's symbol declarations.  ``size_hints``
+    (symbol -> example value) are used only where a decision may not depend on them
+    for correctness: nothing in the source is sized from a hint.
     ``combo_member``: the kernel is inlined into a combo (a tiled kernel then lowers untiled).
     """
-    bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
-    for name, hint in (size_hints or {}).items():
-        lo, hi = bounds.get(name, (1, math.inf))
-        bounds[name] = (lo, max(hi, hint))  # a hint past a declared bound widens it: stay correct for it
-    kind = kernel_kind(kernel, bounds, options, combo_member)
-    return _KernelWriter(kernel, kind, bounds, options).lower()
+    schedule, name = kernel_schedule(kernel, size_hints, bounds, options, combo_member)
+    return _KernelWriter(kernel, schedule, name).lower()
 
 
 # ---------------------------------------------------------------- code generation
@@ -187,10 +171,9 @@ _RESERVED = {"xoffset", "xindex", "xmask", "rindex", "rmask", "roffset", "rbase"
 
 
 class _KernelWriter:
-    def __init__(self, kernel: F.KernelOp, kind: str, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions):
-        self.kernel, self.kind, self.bounds, self.options = kernel, kind, bounds, options
+    def __init__(self, kernel: F.KernelOp, schedule: F.KernelSchedule, name: str):
+        self.kernel, self.schedule, self.kind, self.name = kernel, schedule, schedule.kind, name
         self.reduction = kernel.is_reduction
-        self.name = kernel_name(kernel.sym_name.data, kind)
         self.values: dict[SSAValue, _Value] = {}
         self.buffers: dict[SSAValue, str] = {}
         for i, a in enumerate(kernel.input_args):
@@ -199,32 +182,11 @@ class _KernelWriter:
             self.buffers[a] = f"out_ptr{i}"
         self.symbols = sorted(_body_symbols(kernel), key=shapes.natural_key)
         self.names = {"x": "xindex", "r": "rindex", **{s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}}
-        self.index64 = self._needs_int64()
+        self.index64 = schedule.index == "int64"
         self.count = 0
 
     def where(self, op: Operation) -> str:
         return f"fusec.kernel @{self.kernel.sym_name.data}: {op.name}"
-
-    # ------------------------------------------------------------ analysis
-
-    def _needs_int64(self) -> bool:
-        """int64 unless every index and the domain provably stay inside int32 (masked tail lanes included)."""
-        dom = self.kernel.domain_exprs
-        env = dict(self.bounds)
-        x_hi = value_range(dom[0], env)[1]
-        r_hi = value_range(dom[1], env)[1] if self.reduction else 1
-        if x_hi * max(r_hi, 1) >= INT32_LIMIT:
-            return True
-        env["x"] = (0, x_hi + 1024)
-        env["r"] = (0, 2 * r_hi + 1024)
-        for op in self.kernel.block.ops:
-            expr = op.index.data if isinstance(op, (F.LoadOp, F.StoreOp)) else op.expr.data if isinstance(op, F.SymbolicOp) else None
-            if expr is None:
-                continue
-            lo, hi = value_range(expr, env)
-            if lo < -INT32_LIMIT or hi >= INT32_LIMIT:
-                return True
-        return False
 
     # ------------------------------------------------------------ helpers
 
@@ -434,8 +396,8 @@ class _KernelWriter:
         size_args = [("xnumel", dom[0])] + ([("rnumel", dom[1])] if self.reduction else [])
         size_args += [(self.names[s], shapes.size_symbol(s)) for s in self.symbols]
         return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
-                            tuple(size_args), self.kernel.is_outer_reduction, "int64" if self.index64 else "int32",
-                            self.options.max_rblock)
+                            tuple(size_args), self.schedule.outer, self.schedule.index,
+                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK)
 
     def _signature_and_prologue(self) -> list[str]:
         ptrs = list(self.buffers.values())
