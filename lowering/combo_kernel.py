@@ -16,15 +16,15 @@ under a branch on the program id::
 
 Sizes stay runtime ints (``xnumel_i``, ``rnumel_i``, then the size symbols, shared by the
 sub-kernels), so one source serves every size; the grid is the sum of the block counts,
-computed on the host from the actual sizes.  A sub-kernel's names are renamed on its
-Python AST, not by text: names of the sub-kernel's own (locals and parameters) get a
-suffix, Triton's and the helpers' names stay.  Inputs read by several sub-kernels are
-passed once.
+computed on the host from the actual sizes.  A sub-kernel's body comes from its
+lowering as statements with slots for its own names (``KernelBody``): the combo fills
+the parameters' slots with its arguments, the program id's with the shifted one and
+the locals' with suffixed names; Triton's and the helpers' names are no slots and
+stay.  Inputs read by several sub-kernels are passed once.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +36,15 @@ from fusec.analysis import heuristics
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
-from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
+from fusec.lowering.triton_kernel import (
+    PROGRAM_ID,
+    KernelBody,
+    LoweringError,
+    LoweringOptions,
+    TritonKernel,
+    lower_kernel,
+    symbol_bounds,
+)
 
 # Names the combo kernel itself defines; a size symbol spelled like one is passed as sym_<name>.
 _COMBO_NAMES = re.compile(r"^(pid|num_blocks_\d+|(in|out)_ptr\d+|[xr]numel_\d+|[XR]BLOCK_\d+)$")
@@ -126,7 +134,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
             size_params.append((f"rnumel_{i}", rnumel))
         constexprs += [f"{c}_{i}" for c in tk.constexprs]
         args = {}
-        for param, v in zip(_params(tk)[: tk.num_inputs + tk.num_outputs], list(k.inputs) + list(k.results), strict=True):
+        for param, v in zip(_body(tk).pointers, list(k.inputs) + list(k.results), strict=True):
             args[param] = pointer_name[v] if v in pointer_name else out_name[v]
         for param, e in tk.size_args:
             if param in ("xnumel", "rnumel"):
@@ -158,54 +166,25 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     return TritonCombo(name, source, tuple(members), tuple(inputs + outputs), tuple(size_params))
 
 
-def _params(tk: TritonKernel) -> list[str]:
-    return [a.arg for a in _function(tk).args.args]
-
-
-def _function(tk: TritonKernel) -> ast.FunctionDef:
-    tree = ast.parse(tk.source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == tk.name:
-            return node
-    raise LoweringError(f"the source of kernel {tk.name} defines no function {tk.name}")
-
-
-class _Rename(ast.NodeTransformer):
-    """Suffixes a sub-kernel's own names, maps its parameters to the combo's, shifts its program id."""
-
-    def __init__(self, names: Mapping[str, str], program_id: ast.expr):
-        self.names, self.program_id = names, program_id
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.copy_location(ast.Name(self.names.get(node.id, node.id), node.ctx), node)
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        f = node.func
-        if isinstance(f, ast.Attribute) and f.attr == "program_id" and isinstance(f.value, ast.Name) and f.value.id == "tl":
-            return self.program_id
-        return self.generic_visit(node)
+def _body(tk: TritonKernel) -> KernelBody:
+    if tk.body is None:
+        raise LoweringError(f"kernel {tk.name} carries no body to inline")
+    return tk.body
 
 
 def _inline_body(tk: TritonKernel, i: int, args: Mapping[str, str], offset: str) -> list[str]:
-    """The body of sub-kernel ``tk`` as the ``i``-th branch of a combo."""
-    fn = _function(tk)
-    params = [a.arg for a in fn.args.args]
-    assigned = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    names: dict[str, str] = {}
+    """The body of sub-kernel ``tk`` as the ``i``-th branch of a combo: its slots filled with the combo's names."""
+    body = _body(tk)
+    names: dict[str, str] = {PROGRAM_ID: offset}
     prologue: list[str] = []
-    for p in params:
-        if p in assigned:  # re-bound in the body (an int64 cast): rebinding a shared argument inside a branch is an error
+    for p in body.params:
+        if p in body.rebound:  # rebinding a shared argument inside a branch is an error: a local copy
             names[p] = f"{p}_{i}_v"
             prologue.append(f"{names[p]} = {args[p]}")
         else:
             names[p] = args[p]
-    for n in assigned - set(params):
-        if n in _GLOBALS:
-            raise LoweringError(f"kernel {tk.name} assigns to '{n}'")
-        names[n] = f"{n}_{i}"
-    program_id = ast.parse(offset, mode="eval").body
-    body = [_Rename(names, program_id).visit(stmt) for stmt in fn.body]
-    return prologue + [line for stmt in body for line in ast.unparse(ast.fix_missing_locations(stmt)).splitlines()]
+    names |= {n: f"{n}_{i}" for n in body.locals}
+    return prologue + [line.removeprefix("    ") for line in body.lines(names)]
 
 
 def _module(name: str, lowered: Sequence[TritonKernel], kernel_text: str) -> str:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from string import Template
 
 import sympy
 from xdsl.ir import Operation, SSAValue
@@ -75,7 +76,8 @@ class TritonKernel:
     size_args: tuple[tuple[str, sympy.Expr], ...]  # runtime ints after the pointers: (argument, value over size symbols)
     outer: bool  # a reduction whose loads are contiguous along x, not r
     index_dtype: str  # "int32" | "int64"
-    max_rblock: int = 1024
+    max_rblock: int = DEFAULT_MAX_RBLOCK
+    body: KernelBody | None = None  # its function's body, for combos to inline
 
     @property
     def constexprs(self) -> tuple[str, ...]:
@@ -96,6 +98,48 @@ class TritonKernel:
         cfg = self.config(xnumel, rnumel)
         rows = shapes.ceil_div(xnumel, cfg.xblock)
         return rows * shapes.ceil_div(rnumel, cfg.rblock) if self.kind == "tiled" else rows
+
+
+PROGRAM_ID = "program_id"  # the slot a body reads its program's index from
+
+
+@dataclass(frozen=True)
+class KernelBody:
+    """A kernel function's body as statements with named slots, for printing alone or inlining into a combo.
+
+    Each statement is a line of code (indented for the function body) in which every
+    name of the kernel's own is a ``string.Template`` slot: ``$xindex``, ``$in_ptr0``,
+    ``$tmp3``.  Slots are the parameters (pointers, sizes, constexprs), ``$program_id``
+    (the program's index) and the names the body binds (``locals``); Triton's and the
+    helpers' names (``tl``, ``_sum``) are plain text.  ``rebound``: size parameters the
+    body assigns (int64 casts).
+    """
+
+    pointers: tuple[str, ...]
+    sizes: tuple[str, ...]
+    constexprs: tuple[str, ...]
+    rebound: tuple[str, ...]
+    statements: tuple[str, ...]
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return self.pointers + self.sizes + self.constexprs
+
+    @property
+    def locals(self) -> tuple[str, ...]:
+        """The names the body binds, in order of first use."""
+        seen = dict.fromkeys(n for line in self.statements for n in Template(line).get_identifiers())
+        return tuple(n for n in seen if n not in self.params and n != PROGRAM_ID)
+
+    def lines(self, names: Mapping[str, str]) -> list[str]:
+        """The statements with every slot filled from ``names`` (all of them: a missing one is an error)."""
+        return [Template(line).substitute(names) for line in self.statements]
+
+    def function(self, name: str) -> str:
+        """The ``@triton.jit`` function ``name`` with this body, its names as they are."""
+        params = [*self.pointers, *self.sizes, *(f"{c}: tl.constexpr" for c in self.constexprs)]
+        names = {n: n for n in self.params + self.locals} | {PROGRAM_ID: "tl.program_id(0)"}
+        return "\n".join(["@triton.jit", f"def {name}({', '.join(params)}):", *self.lines(names)]) + "\n"
 
 
 class LoweringError(ValueError):
@@ -175,13 +219,11 @@ class _KernelWriter:
         self.kernel, self.schedule, self.kind, self.name = kernel, schedule, schedule.kind, name
         self.reduction = kernel.is_reduction
         self.values: dict[SSAValue, _Value] = {}
-        self.buffers: dict[SSAValue, str] = {}
-        for i, a in enumerate(kernel.input_args):
-            self.buffers[a] = f"in_ptr{i}"
-        for i, a in enumerate(kernel.output_args):
-            self.buffers[a] = f"out_ptr{i}"
+        self.pointers = [f"in_ptr{i}" for i in range(len(kernel.inputs))] + [f"out_ptr{i}" for i in range(len(kernel.outputs))]
+        self.buffers: dict[SSAValue, str] = {a: "$" + p for a, p in zip(kernel.block.args, self.pointers, strict=True)}
         self.symbols = sorted(_body_symbols(kernel), key=shapes.natural_key)
-        self.names = {"x": "xindex", "r": "rindex", **{s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}}
+        self.params = {s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}  # symbol -> its parameter
+        self.names = {"x": "$xindex", "r": "$rindex", **{s: "$" + p for s, p in self.params.items()}}
         self.index64 = schedule.index == "int64"
         self.count = 0
 
@@ -191,17 +233,17 @@ class _KernelWriter:
     # ------------------------------------------------------------ helpers
 
     def fresh(self) -> str:
-        name = f"tmp{self.count}"
+        name = f"$tmp{self.count}"
         self.count += 1
         return name
 
     def shape(self, has_x: bool, has_r: bool) -> str:
         if not self.reduction:
-            return "[XBLOCK]"
-        return {(True, True): "[XBLOCK, RBLOCK]", (True, False): "[XBLOCK, 1]", (False, True): "[1, RBLOCK]"}[(has_x, has_r)]
+            return "[$XBLOCK]"
+        return {(True, True): "[$XBLOCK, $RBLOCK]", (True, False): "[$XBLOCK, 1]", (False, True): "[1, $RBLOCK]"}[(has_x, has_r)]
 
     def mask(self, has_x: bool, has_r: bool, extra: SSAValue | None) -> str | None:
-        parts = (["rmask"] if has_r else []) + (["xmask"] if has_x else [])
+        parts = (["$rmask"] if has_r else []) + (["$xmask"] if has_x else [])
         if extra is not None:
             parts.append(self.values[extra].name)
         return " & ".join(parts) or None
@@ -212,7 +254,7 @@ class _KernelWriter:
 
     def full(self, v: _Value) -> str:
         """A value broadcast to the whole reduction tile."""
-        return v.name if (v.has_x and v.has_r) else f"tl.broadcast_to({v.name}, [XBLOCK, RBLOCK])"
+        return v.name if (v.has_x and v.has_r) else f"tl.broadcast_to({v.name}, [$XBLOCK, $RBLOCK])"
 
     # ------------------------------------------------------------ ops
 
@@ -322,11 +364,11 @@ class _KernelWriter:
             src, dtype = f"{ops.convert(v.name, v.dtype, 'bool')}.to(tl.int32)", "int32"
         elif v.dtype in ("bool", "int8", "int16", "uint8"):
             src, dtype = f"{v.name}.to(tl.int32)", "int32"
-        tile = src if (v.has_x and v.has_r) else f"tl.broadcast_to({src}, [XBLOCK, RBLOCK])"
+        tile = src if (v.has_x and v.has_r) else f"tl.broadcast_to({src}, [$XBLOCK, $RBLOCK])"
         fill = {"sum": "0", "prod": "1", "any": "0", "all": "1", "max": ops.lowest(dtype), "argmax": ops.lowest(dtype),
                 "min": ops.highest(dtype), "argmin": ops.highest(dtype)}[kind]
-        masked = f"tl.where(rmask & xmask, {tile}, {fill})"
-        rindex_tile = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
+        masked = f"tl.where($rmask & $xmask, {tile}, {fill})"
+        rindex_tile = "tl.broadcast_to($rindex, [$XBLOCK, $RBLOCK])"
         floats = dtype in ops.FLOATS
         combine = {"sum": "_sum", "prod": "_prod", "max": "_max_nan" if floats else "_max", "min": "_min_nan" if floats else "_min",
                    "any": "_max", "all": "_min", "argmax": "_argmax_combine", "argmin": "_argmin_combine"}[kind]
@@ -345,11 +387,11 @@ class _KernelWriter:
         if self.kind == "persistent":
             stmt.lines = across(masked, rindex_tile)
         else:
-            acc = f"_acc{name.removeprefix('tmp')}"
-            stmt.init = [f"{acc} = tl.full([XBLOCK, RBLOCK], {fill}, {ops.tl_dtype(dtype)})"]
+            acc = f"$_acc{name.removeprefix('$tmp')}"
+            stmt.init = [f"{acc} = tl.full([$XBLOCK, $RBLOCK], {fill}, {ops.tl_dtype(dtype)})"]
             if kind in ("argmax", "argmin"):
                 # Lanes start at the identity with an index past every real one: a real value always wins a tie.
-                stmt.init.append(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, {self.index_tl})")
+                stmt.init.append(f"{acc}_index = tl.full([$XBLOCK, $RBLOCK], {2**31 - 1}, {self.index_tl})")
                 stmt.update = [f"{acc}, {acc}_index = {combine}({acc}, {acc}_index, {masked}, {rindex_tile})"]
             elif kind in ("sum", "prod"):
                 stmt.update = [f"{acc} = {acc} {'+' if kind == 'sum' else '*'} {masked}"]
@@ -389,40 +431,40 @@ class _KernelWriter:
 
     def lower(self) -> TritonKernel:
         stmts = [self.stmt(op) for op in self.kernel.block.ops]
-        body = self._assemble(stmts)
-        header = self._signature_and_prologue()
-        source = self._module(header + body)
+        sizes = ["xnumel"] + (["rnumel"] if self.reduction else []) + [self.params[s] for s in self.symbols]
+        constexprs = ["XBLOCK"] + (["RBLOCK"] if self.reduction else [])
+        statements = self._prologue(sizes) + self._assemble(stmts)
+        rebound = [s for s in sizes if s != "xnumel"] if self.index64 else []
+        body = KernelBody(tuple(self.pointers), tuple(sizes), tuple(constexprs), tuple(rebound), tuple(statements))
+        source = self._module(body.function(self.name))
         dom = self.kernel.domain_exprs
         size_args = [("xnumel", dom[0])] + ([("rnumel", dom[1])] if self.reduction else [])
-        size_args += [(self.names[s], shapes.size_symbol(s)) for s in self.symbols]
+        size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
         return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
                             tuple(size_args), self.schedule.outer, self.schedule.index,
-                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK)
+                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK, body)
 
-    def _signature_and_prologue(self) -> list[str]:
-        ptrs = list(self.buffers.values())
-        sizes = ["xnumel"] + (["rnumel"] if self.reduction else []) + [self.names[s] for s in self.symbols]
-        consts = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else [])
-        lines = ["@triton.jit", f"def {self.name}({', '.join(ptrs + sizes + consts)}):"]
+    def _prologue(self, sizes: list[str]) -> list[str]:
+        """Statements placing the program's block: its offsets, indices and masks."""
         body: list[str] = []
         wide = ".to(tl.int64)" if self.index64 else ""
         if self.index64:
-            body += [f"{s} = tl.cast({s}, tl.int64)" for s in sizes if s != "xnumel"]
+            body += [f"${s} = tl.cast(${s}, tl.int64)" for s in sizes if s != "xnumel"]
         if self.kind == "tiled":
             # One tile a program, tiles of a row of tiles at consecutive program ids.
-            body += [f"pid = tl.program_id(0){wide}", "rtiles = (rnumel + RBLOCK - 1) // RBLOCK",
-                     "xoffset = (pid // rtiles) * XBLOCK", "roffset = (pid % rtiles) * RBLOCK"]
+            body += [f"$pid = $program_id{wide}", "$rtiles = ($rnumel + $RBLOCK - 1) // $RBLOCK",
+                     "$xoffset = ($pid // $rtiles) * $XBLOCK", "$roffset = ($pid % $rtiles) * $RBLOCK"]
         else:
-            body.append(f"xoffset = tl.program_id(0){wide} * XBLOCK")
+            body.append(f"$xoffset = $program_id{wide} * $XBLOCK")
         rows = "[:, None]" if self.reduction else ""
-        body += [f"xindex = xoffset + tl.arange(0, XBLOCK){rows}", "xmask = xindex < xnumel"]
+        body += [f"$xindex = $xoffset + tl.arange(0, $XBLOCK){rows}", "$xmask = $xindex < $xnumel"]
         if self.kind == "tiled":
-            body += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+            body += ["$rindex = $roffset + tl.arange(0, $RBLOCK)[None, :]", "$rmask = $rindex < $rnumel"]
         elif self.kind == "persistent":
-            body += [f"rindex = tl.arange(0, RBLOCK)[None, :]{wide}", "rmask = rindex < rnumel"]
+            body += [f"$rindex = tl.arange(0, $RBLOCK)[None, :]{wide}", "$rmask = $rindex < $rnumel"]
         elif self.kind == "looped":
-            body += [f"rbase = tl.arange(0, RBLOCK)[None, :]{wide}"]
-        return lines + ["    " + b for b in body]
+            body += [f"$rbase = tl.arange(0, $RBLOCK)[None, :]{wide}"]
+        return ["    " + b for b in body]
 
     def _assemble(self, stmts: list[_Stmt]) -> list[str]:
         if self.kind != "looped":
@@ -444,8 +486,8 @@ class _KernelWriter:
         emit([line for s in per_x if s.phase == 0 for line in s.lines])
         for k in range(1, loops + 1):
             emit([line for s in roots[k] if isinstance(s.op, F.ReduceROp) for line in s.init])
-            out.append("    for roffset in range(0, rnumel, RBLOCK):")
-            emit(["rindex = roffset + rbase", "rmask = rindex < rnumel"], 2)
+            out.append("    for $roffset in range(0, $rnumel, $RBLOCK):")
+            emit(["$rindex = $roffset + $rbase", "$rmask = $rindex < $rnumel"], 2)
             for s in stmts:
                 if id(s) in needed[k]:
                     if s.evicting is not None and id(s) in reread:
@@ -474,8 +516,7 @@ class _KernelWriter:
             work.extend(s.deps)
         return needed
 
-    def _module(self, kernel_lines: list[str]) -> str:
-        text = "\n".join(kernel_lines) + "\n"
+    def _module(self, text: str) -> str:
         dom = ", ".join(shapes.print_expr(d) for d in self.kernel.domain_exprs)
         what = {"pointwise": "pointwise", "tiled": "tiled pointwise ([XBLOCK, RBLOCK] tiles)",
                 "persistent": "persistent reduction (whole rows in RBLOCK)",
