@@ -36,6 +36,7 @@ from fusec.analysis import heuristics
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
+from fusec.lowering.launching import LaunchSite
 from fusec.lowering.triton_kernel import (
     PROGRAM_ID,
     KernelBody,
@@ -99,6 +100,45 @@ class TritonCombo:
         if grid:
             sizes = [shapes.evaluate(e, env) for _, e in self.size_args]
             fn[(grid,)](*buffers, *sizes, **constexprs, num_warps=warps)
+
+    def launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        """Host lines sizing every member's blocks and launching the combo once on ``pointers``."""
+        if not any(e.free_symbols for _, e in self.size_args):  # every number is known: the launch line carries them
+            return self._static_launch(site, pointers)
+        lines, counts, warps, blocks = [], [], [], []
+        same: dict[str, str] = {}  # a member sized like an earlier one reuses its variables
+        first: dict[tuple, int] = {}
+        for i, m in enumerate(self.members):
+            k = m.kernel
+            j = first.setdefault((k.kind, k.outer, k.max_rblock, m.xnumel, m.rnumel), i)
+            if j != i:
+                same.update({f"{v}_{i}": f"{v}_{j}" for v in ("xnumel", "rnumel", "XBLOCK", "RBLOCK")})
+            else:
+                lines.append(site.int_variable(f"xnumel_{i}", m.xnumel))
+                if m.rnumel is not None:
+                    lines.append(site.int_variable(f"rnumel_{i}", m.rnumel))
+                lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {k.config_code(f'xnumel_{i}', f'rnumel_{i}')}")
+                warps.append(f"num_warps_{i}")
+            counts.append(f"(xnumel_{j} + XBLOCK_{j} - 1) // XBLOCK_{j}")
+            blocks += [(f"XBLOCK_{i}", f"XBLOCK_{j}")] + ([(f"RBLOCK_{i}", f"RBLOCK_{j}")] if m.rnumel is not None else [])
+        args = list(pointers) + [same.get(n, n) if n.startswith(("xnumel_", "rnumel_")) else site.py(e) for n, e in self.size_args]
+        repeats = {c: counts.count(c) for c in counts}  # members sized alike: "4 * (blocks of one)"
+        lines.append(f"grid = {' + '.join(c if n == 1 else f'{n} * ({c})' for c, n in repeats.items())}")
+        lines.append("if grid:")
+        num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
+        lines.append("    " + site.launch(self.name, "grid", num_warps, args, len(pointers), blocks))
+        return lines
+
+    def _static_launch(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        grid, warps, sizes, blocks = 0, 1, {}, []
+        for i, m in enumerate(self.members):
+            x, r = int(m.xnumel), int(m.rnumel) if m.rnumel is not None else 1
+            cfg = m.config(x, r)
+            sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
+            blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
+            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
+        args = list(pointers) + [sizes.get(n) or site.py(e) for n, e in self.size_args]
+        return [site.launch(self.name, str(grid), str(warps), args, len(pointers), blocks)] if grid else []
 
 
 def lower_combo(combo: F.ComboOp, size_hints: Mapping[str, int] | None = None,
@@ -191,62 +231,3 @@ def _module(name: str, lowered: Sequence[TritonKernel], kernel_text: str) -> str
     parts = ", ".join(f"{tk.name} ({tk.kind})" for tk in lowered)
     return ops.module_source(f"fusec combo kernel {name}: {len(lowered)} sub-kernels routed by program id: {parts}",
                              kernel_text)
-
-
-
-# ---------------------------------------------------------------- host code
-
-
-def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, writer) -> list[str]:
-    """Launcher lines for one combo: allocate every member's outputs, size the blocks, one launch.
-
-    ``writer`` is the launcher writer (fusec.lowering.launcher): it names graph
-    values (the combo's results alias its members' output buffers), allocates
-    buffers, prints size expressions and writes the launch.
-    """
-    lines = [writer.allocate(r) for k in combo.kernels for r in k.results]
-    names = writer.names
-    for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands, strict=True):
-        names[outer] = names[inner]
-    static = not any(e.free_symbols for _, e in tc.size_args)
-    if static:  # every number is known: the launch line carries them
-        grid, warps, sizes, blocks = 0, 1, {}, []
-        for i, m in enumerate(tc.members):
-            x, r = int(m.xnumel), int(m.rnumel) if m.rnumel is not None else 1
-            cfg = m.config(x, r)
-            sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
-            blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
-            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
-        args = [names[v] for v in tc.pointers] + [sizes.get(n) or writer.py(e) for n, e in tc.size_args]
-        if grid:
-            lines.append(writer.launch(tc.name, str(grid), str(warps), args, len(tc.pointers), blocks))
-        return lines
-    counts, warps, blocks = [], [], []
-    same: dict[str, str] = {}  # a member sized like an earlier one reuses its variables
-    first: dict[tuple, int] = {}
-    for i, m in enumerate(tc.members):
-        k = m.kernel
-        j = first.setdefault((k.kind, k.outer, k.max_rblock, m.xnumel, m.rnumel), i)
-        if j != i:
-            same.update({f"{v}_{i}": f"{v}_{j}" for v in ("xnumel", "rnumel", "XBLOCK", "RBLOCK")})
-        else:
-            lines.append(f"xnumel_{i} = {writer.py(m.xnumel)}")
-            writer.int_values[f"xnumel_{i}"] = writer.py(m.xnumel)
-            if m.rnumel is not None:
-                lines.append(f"rnumel_{i} = {writer.py(m.rnumel)}")
-                writer.int_values[f"rnumel_{i}"] = writer.py(m.rnumel)
-            call = {"pointwise": f"_pointwise_config(xnumel_{i})",
-                    "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
-                    "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
-            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
-            warps.append(f"num_warps_{i}")
-        counts.append(f"(xnumel_{j} + XBLOCK_{j} - 1) // XBLOCK_{j}")
-        blocks += [(f"XBLOCK_{i}", f"XBLOCK_{j}")] + ([(f"RBLOCK_{i}", f"RBLOCK_{j}")] if m.rnumel is not None else [])
-    args = [names[v] for v in tc.pointers] + [same.get(n, n) if n.startswith(("xnumel_", "rnumel_")) else writer.py(e)
-                                             for n, e in tc.size_args]
-    repeats = {c: counts.count(c) for c in counts}  # members sized alike: "4 * (blocks of one)"
-    lines.append(f"grid = {' + '.join(c if n == 1 else f'{n} * ({c})' for c, n in repeats.items())}")
-    lines.append("if grid:")
-    num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
-    lines.append("    " + writer.launch(tc.name, "grid", num_warps, args, len(tc.pointers), blocks))
-    return lines

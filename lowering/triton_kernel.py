@@ -34,7 +34,7 @@ type; with int64 the program offset, ``rindex`` and the size arguments are int64
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
 
@@ -46,6 +46,7 @@ from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
+from fusec.lowering.launching import LaunchSite, config_code, launch_config
 from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, symbol_bounds
 
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
@@ -85,19 +86,49 @@ class TritonKernel:
 
     def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
         """Block sizes and warps for these sizes."""
-        if self.kind == "pointwise":
-            return heuristics.pointwise_config(xnumel)
-        if self.kind == "tiled":
-            return heuristics.tiled_config(xnumel, rnumel)
-        if self.kind == "persistent":
-            return heuristics.persistent_config(xnumel, rnumel, self.outer)
-        return heuristics.looped_config(xnumel, rnumel, self.outer, self.max_rblock)
+        return launch_config(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
+
+    def config_code(self, xnumel: str, rnumel: str) -> str:
+        """Host code for ``config`` of the sizes in variables ``xnumel`` and ``rnumel``."""
+        return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
 
     def programs(self, xnumel: int, rnumel: int = 1) -> int:
         """Programs one launch runs for these sizes (its 1-D grid): a row block each, a tile each when tiled."""
         cfg = self.config(xnumel, rnumel)
         rows = shapes.ceil_div(xnumel, cfg.xblock)
         return rows * shapes.ceil_div(rnumel, cfg.rblock) if self.kind == "tiled" else rows
+
+    def launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        """Host lines launching this kernel on ``pointers`` (its buffers): literal block sizes for a static
+        domain, else sizes chosen per call by the same heuristic."""
+        sizes = dict(self.size_args)
+        reduction = "rnumel" in sizes
+        xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
+        args, lines = list(pointers), []
+        if not (xnumel.free_symbols or rnumel.free_symbols):
+            x, r = int(xnumel), int(rnumel)
+            cfg = self.config(x, r)
+            args += [str(x)] + ([str(r)] if reduction else [])
+            blocks = [("XBLOCK", str(cfg.xblock))] + ([("RBLOCK", str(cfg.rblock))] if reduction else [])
+            grid, warps = str(self.programs(x, r)), str(cfg.num_warps)
+        else:
+            lines.append(site.int_variable("xnumel", xnumel))
+            if reduction:
+                lines.append(site.int_variable("rnumel", rnumel))
+            args += ["xnumel"] + (["rnumel"] if reduction else [])
+            targets = "XBLOCK, _, num_warps" if self.kind == "pointwise" else "XBLOCK, RBLOCK, num_warps"
+            lines.append(f"{targets} = {self.config_code('xnumel', 'rnumel')}")
+            blocks = [("XBLOCK", "XBLOCK")] + ([("RBLOCK", "RBLOCK")] if reduction else [])
+            grid, warps = "(xnumel + XBLOCK - 1) // XBLOCK", "num_warps"
+            if self.kind == "tiled":  # one grid dimension: a program per tile
+                grid += " * ((rnumel + RBLOCK - 1) // RBLOCK)"
+        args += [site.py(e) for name, e in self.size_args if name not in ("xnumel", "rnumel")]
+        lines.append(site.launch(self.name, grid, warps, args, len(pointers), blocks))
+        return lines
+
+
+class LoweringError(ValueError):
+    """A kernel the Triton lowering cannot express; the message names the kernel and op."""
 
 
 PROGRAM_ID = "program_id"  # the slot a body reads its program's index from
@@ -140,10 +171,6 @@ class KernelBody:
         params = [*self.pointers, *self.sizes, *(f"{c}: tl.constexpr" for c in self.constexprs)]
         names = {n: n for n in self.params + self.locals} | {PROGRAM_ID: "tl.program_id(0)"}
         return "\n".join(["@triton.jit", f"def {name}({', '.join(params)}):", *self.lines(names)]) + "\n"
-
-
-class LoweringError(ValueError):
-    """A kernel the Triton lowering cannot express; the message names the kernel and op."""
 
 
 def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
