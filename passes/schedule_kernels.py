@@ -30,6 +30,7 @@ Options:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from fusec.analysis import heuristics
+from fusec.base import remarks
 from fusec.base.shapes import value_range
 from fusec.dialects import fusec as F
 
@@ -130,8 +132,19 @@ class ScheduleKernels(ModulePass):
             raise ValueError(f"max-rblock must be a power of 2 of at least 2, got {self.max_rblock}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        renamed: dict[str, str] = {}
         for kernel in op.walk():
             if isinstance(kernel, F.KernelOp):
                 schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock)
                 kernel.record_schedule(schedule)
-                kernel.properties["sym_name"] = StringAttr(name)
+                if name != kernel.sym_name.data:
+                    renamed[f"@{kernel.sym_name.data}"] = f"@{name}"
+                    kernel.properties["sym_name"] = StringAttr(name)
+        _rename_in_remarks(renamed)
+
+
+def _rename_in_remarks(renamed: Mapping[str, str]) -> None:
+    """Earlier remarks name kernels as they were: give them the final names (else they would read as merged away)."""
+    log = remarks.current()
+    if log is not None and renamed:
+        log.remarks = [dataclasses.replace(r, subjects=tuple(renamed.get(s, s) for s in r.subjects)) for r in log.remarks]
