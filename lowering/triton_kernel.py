@@ -238,7 +238,7 @@ class _Stmt:
 
 
 _RESERVED = {"xoffset", "xindex", "xmask", "rindex", "rmask", "roffset", "rbase", "xnumel", "rnumel", "XBLOCK",
-             "RBLOCK", "pid", "rtiles", "tl", "triton", "libdevice"}
+             "RBLOCK", "pid", "rtiles", "tl", "triton", "libdevice", PROGRAM_ID}
 
 
 class _KernelWriter:
