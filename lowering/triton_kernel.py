@@ -29,6 +29,11 @@ Values per x are ``[XBLOCK, 1]`` and values per (x, r) ``[XBLOCK, RBLOCK]`` (or
 ``[1, RBLOCK]`` when they do not depend on x), so they broadcast like the
 reference interpreter's columns and rows.  Index arithmetic is the schedule's index
 type; with int64 the program offset, ``rindex`` and the size arguments are int64.
+
+The function's body is built as a ``KernelBody``: statements whose own names are
+slots, printed once with the names as they are, or inlined into a combo with the
+combo's names (``fusec.lowering.combo_kernel``).  Each lowered kernel writes its own
+launch lines (``TritonKernel.launch_lines``) for the launcher.
 """
 
 from __future__ import annotations

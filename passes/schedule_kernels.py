@@ -16,7 +16,7 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
   range for sizes the bounds admit, masked tail lanes included.
 * the name: Inductor's prefixes, ``fusec_per_*`` for persistent and ``fusec_red_*``
   for looped reductions; a name that is not a Python identifier gets ``_`` for the
-  other characters.
+  other characters.  Remarks collected so far follow the new names.
 
 ``decide_schedule`` is the one decision procedure: the lowering calls it for IR that
 did not run this pass (a hand-written ``fusec-opt`` file).  Running the pass again
