@@ -115,7 +115,7 @@ from fusec.dialects.graph_ops import (
     flat_returns,
     op_symbol_uses,
 )
-from fusec.dialects.kernel_ops import ComboOp, KernelOp, LoadOp, ReduceROp, StoreOp
+from fusec.dialects.kernel_ops import ComboOp, KernelOp, KernelSchedule, LoadOp, ReduceROp, StoreOp
 from fusec.dialects.pointwise import POINTWISE_FUNCTIONS, PREDICATES, REDUCTIONS, broadcast_types, reduction_result_type
 from fusec.dialects.view_ops import ExpandOp, PermuteOp, ReshapeOp, SliceOp
 
@@ -140,6 +140,6 @@ __all__ = [
     "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",
     # kernel ops
-    "ComboOp", "KernelOp", "LoadOp", "ReduceROp", "StoreOp",
+    "ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "ReduceROp", "StoreOp",
     "Fusec",
 ]

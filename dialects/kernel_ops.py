@@ -7,9 +7,10 @@ the module docstring of ``fusec.dialects.fusec``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import sympy
-from xdsl.dialects.builtin import ArrayAttr, StringAttr, SymbolNameConstraint, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, SymbolNameConstraint, UnitAttr
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -36,7 +37,27 @@ from fusec.dialects.directives import BufferType, Expr
 from fusec.dialects.graph_ops import ConstantOp, OutputOp, PointwiseOp, SymbolicOp
 from fusec.dialects.pointwise import REDUCTIONS, reduction_result_type
 
-__all__ = ["ComboOp", "KernelOp", "LoadOp", "ReduceROp", "StoreOp"]
+__all__ = ["ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "ReduceROp", "StoreOp"]
+
+SCHEDULE_KINDS = ("pointwise", "tiled", "persistent", "looped")
+INDEX_TYPES = ("int32", "int64")
+
+
+@dataclass(frozen=True)
+class KernelSchedule:
+    """How a kernel runs, as ``schedule-kernels`` records it on a ``fusec.kernel`` and the lowering obeys it.
+
+    kind: "pointwise" (1-D blocks), "tiled" (2-D tiles of a pointwise kernel), "persistent"
+        (whole rows in registers) or "looped" (RBLOCK-wide steps over r).
+    index: the integer type of index arithmetic, "int32" or "int64".
+    outer: a reduction whose loads are contiguous along x (a column reduction).
+    max_rblock: a looped reduction's largest RBLOCK (None for other kinds).
+    """
+
+    kind: str
+    index: str = "int32"
+    outer: bool = False
+    max_rblock: int | None = None
 
 
 def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
@@ -51,12 +72,18 @@ class KernelOp(IRDLOperation):
     ``tiled`` (printed after the domain) marks a pointwise kernel over a 2-D domain:
     no ``reduce_r``, every (x, r) point computed independently, lowered as 2-D tiles
     (``tile-pointwise`` makes them: ``fusec.kernel @k [s1, s0] tiled (%a) ...``).
+    ``schedule(...)`` (printed after that) is the ``KernelSchedule`` that ``schedule-kernels``
+    chose: ``fusec.kernel @fusec_red_sum_0 [s0, s1] schedule(looped, int64, outer, max_rblock = 1024) (%a)``.
     """
 
     name = "fusec.kernel"
     sym_name = prop_def(StringAttr)
     domain = prop_def(ArrayAttr[ExprAttr])
     tiled = opt_prop_def(UnitAttr)
+    schedule_kind = opt_prop_def(StringAttr)
+    index_type = opt_prop_def(StringAttr)
+    outer = opt_prop_def(UnitAttr)
+    max_rblock = opt_prop_def(IntegerAttr)
     inputs = var_operand_def()
     outputs = var_result_def()
     body = region_def("single_block")
@@ -65,13 +92,34 @@ class KernelOp(IRDLOperation):
 
     def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute],
                  body: Region | None = None,
-                 *, tiled: bool = False):
+                 *, tiled: bool = False, schedule: KernelSchedule | None = None):
         if body is None:
             body = Region(Block(arg_types=[v.type for v in inputs] + list(output_types)))
         props: dict[str, Attribute] = {"sym_name": StringAttr(name), "domain": ArrayAttr([ExprAttr.of(d) for d in domain])}
         if tiled:
             props["tiled"] = UnitAttr()
         super().__init__(operands=[inputs], result_types=[output_types], regions=[body], properties=props)
+        if schedule is not None:
+            self.record_schedule(schedule)
+
+    @property
+    def schedule(self) -> KernelSchedule | None:
+        """The schedule ``schedule-kernels`` recorded, or None before it ran."""
+        if self.schedule_kind is None:
+            return None
+        index = self.index_type.data if self.index_type is not None else "int32"
+        rblock = self.max_rblock.value.data if self.max_rblock is not None else None
+        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock)
+
+    def record_schedule(self, schedule: KernelSchedule) -> None:
+        self.properties["schedule_kind"] = StringAttr(schedule.kind)
+        self.properties["index_type"] = StringAttr(schedule.index)
+        for key in ("outer", "max_rblock"):
+            self.properties.pop(key, None)
+        if schedule.outer:
+            self.properties["outer"] = UnitAttr()
+        if schedule.max_rblock is not None:
+            self.properties["max_rblock"] = IntegerAttr(schedule.max_rblock, 64)
 
     @property
     def block(self) -> Block:
@@ -126,6 +174,10 @@ class KernelOp(IRDLOperation):
         print_expr_list(printer, self.domain_exprs)
         if self.is_tiled:
             printer.print_string(" tiled")
+        if (schedule := self.schedule) is not None:
+            items = [schedule.kind, schedule.index] + (["outer"] if schedule.outer else [])
+            items += [f"max_rblock = {schedule.max_rblock}"] if schedule.max_rblock is not None else []
+            printer.print_string(f" schedule({', '.join(items)})")
         printer.print_string(" (")
         printer.print_list(self.inputs, printer.print_operand)
         printer.print_string(")")
@@ -142,6 +194,7 @@ class KernelOp(IRDLOperation):
         name = parser.parse_symbol_name().data
         domain = _parse_domain(parser)
         tiled = parser.parse_optional_keyword("tiled") is not None
+        schedule = _parse_schedule(parser) if parser.parse_optional_keyword("schedule") is not None else None
         operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_unresolved_operand)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
@@ -150,9 +203,33 @@ class KernelOp(IRDLOperation):
         out_types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
         inputs = parser.resolve_operands(operands, in_types, parser.pos)
         body = parser.parse_region()
-        op = KernelOp(name, domain, inputs, out_types, body, tiled=tiled)
+        op = KernelOp(name, domain, inputs, out_types, body, tiled=tiled, schedule=schedule)
         op.attributes.update(attrs)
         return op
+
+    def _verify_schedule(self, where: str) -> None:
+        schedule = self.schedule
+        if schedule is None:
+            if self.index_type is not None or self.outer is not None or self.max_rblock is not None:
+                raise VerifyException(f"{where}: index_type, outer and max_rblock belong to a schedule; it has none")
+            return
+        if schedule.kind not in SCHEDULE_KINDS:
+            raise VerifyException(f"{where}: unknown schedule '{schedule.kind}' (one of {', '.join(SCHEDULE_KINDS)})")
+        if schedule.index not in INDEX_TYPES:
+            raise VerifyException(f"{where}: index type must be int32 or int64, got '{schedule.index}'")
+        if (schedule.kind == "pointwise") != (not self.is_reduction):
+            raise VerifyException(f"{where}: the pointwise schedule is for, and only for, a 1-D domain")
+        if schedule.kind == "tiled" and not self.is_tiled:
+            raise VerifyException(f"{where}: the tiled schedule needs a tiled kernel")
+        if schedule.kind == "tiled" and isinstance(self.parent_op(), ComboOp):
+            raise VerifyException(f"{where}: a combo member cannot run tiled (a combo routes programs by row blocks)")
+        if schedule.outer and schedule.kind not in ("persistent", "looped"):
+            raise VerifyException(f"{where}: only a reduction (persistent or looped) can be outer")
+        if (schedule.max_rblock is not None) != (schedule.kind == "looped"):
+            raise VerifyException(f"{where}: a looped schedule, and only it, has a max_rblock")
+        rblock = schedule.max_rblock
+        if rblock is not None and (rblock < 2 or rblock & (rblock - 1)):
+            raise VerifyException(f"{where}: max_rblock must be a power of 2 of at least 2, got {rblock}")
 
     def verify_(self) -> None:
         where = f"fusec.kernel @{self.sym_name.data}"
@@ -160,6 +237,7 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: domain must be [xnumel] or [xnumel, rnumel]")
         if self.is_tiled and len(self.domain.data) != 2:
             raise VerifyException(f"{where}: a tiled kernel has a 2-D domain [xnumel, rnumel]")
+        self._verify_schedule(where)
         want = [v.type for v in self.inputs] + [r.type for r in self.outputs]
         if list(self.block.arg_types) != want:
             raise VerifyException(f"{where}: block arguments must be the input then the output buffer types")
@@ -181,6 +259,24 @@ class KernelOp(IRDLOperation):
         for arg in self.output_args:
             if not any(isinstance(u.operation, StoreOp) for u in arg.uses):
                 raise VerifyException(f"{where}: output buffer {arg} is never stored")
+
+
+def _parse_schedule(parser: Parser) -> KernelSchedule:
+    """``(kind, index[, outer][, max_rblock = N])`` after the ``schedule`` keyword."""
+    parser.parse_punctuation("(")
+    kind = parser.parse_identifier()
+    parser.parse_punctuation(",")
+    index = parser.parse_identifier()
+    outer, rblock = False, None
+    while parser.parse_optional_punctuation(",") is not None:
+        if parser.parse_optional_keyword("outer") is not None:
+            outer = True
+        else:
+            parser.parse_keyword("max_rblock")
+            parser.parse_punctuation("=")
+            rblock = parser.parse_integer(allow_boolean=False, allow_negative=False)
+    parser.parse_punctuation(")")
+    return KernelSchedule(kind, index, outer, rblock)
 
 
 @irdl_op_definition

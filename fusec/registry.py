@@ -35,6 +35,7 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "split-reductions": ("fusec.passes.split_reductions", "SplitReductions"),
     "combo-grouping": ("fusec.passes.combo_grouping", "ComboGrouping"),
     "tile-pointwise": ("fusec.passes.tile_pointwise", "TilePointwise"),
+    "schedule-kernels": ("fusec.passes.schedule_kernels", "ScheduleKernels"),
     "expect-fused": ("fusec.passes.expect_fused", "ExpectFused"),
 }
 

@@ -16,15 +16,15 @@ under a branch on the program id::
 
 Sizes stay runtime ints (``xnumel_i``, ``rnumel_i``, then the size symbols, shared by the
 sub-kernels), so one source serves every size; the grid is the sum of the block counts,
-computed on the host from the actual sizes.  A sub-kernel's names are renamed on its
-Python AST, not by text: names of the sub-kernel's own (locals and parameters) get a
-suffix, Triton's and the helpers' names stay.  Inputs read by several sub-kernels are
-passed once.
+computed on the host from the actual sizes.  A sub-kernel's body comes from its
+lowering as statements with slots for its own names (``KernelBody``): the combo fills
+the parameters' slots with its arguments, the program id's with the shifted one and
+the locals' with suffixed names; Triton's and the helpers' names are no slots and
+stay.  Inputs read by several sub-kernels are passed once.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +36,16 @@ from fusec.analysis import heuristics
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
-from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
+from fusec.lowering.launching import LaunchSite
+from fusec.lowering.triton_kernel import (
+    PROGRAM_ID,
+    KernelBody,
+    LoweringError,
+    LoweringOptions,
+    TritonKernel,
+    lower_kernel,
+    symbol_bounds,
+)
 
 # Names the combo kernel itself defines; a size symbol spelled like one is passed as sym_<name>.
 _COMBO_NAMES = re.compile(r"^(pid|num_blocks_\d+|(in|out)_ptr\d+|[xr]numel_\d+|[XR]BLOCK_\d+)$")
@@ -92,6 +101,45 @@ class TritonCombo:
             sizes = [shapes.evaluate(e, env) for _, e in self.size_args]
             fn[(grid,)](*buffers, *sizes, **constexprs, num_warps=warps)
 
+    def launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        """Host lines sizing every member's blocks and launching the combo once on ``pointers``."""
+        if not any(e.free_symbols for _, e in self.size_args):  # every number is known: the launch line carries them
+            return self._static_launch(site, pointers)
+        lines, counts, warps, blocks = [], [], [], []
+        same: dict[str, str] = {}  # a member sized like an earlier one reuses its variables
+        first: dict[tuple, int] = {}
+        for i, m in enumerate(self.members):
+            k = m.kernel
+            j = first.setdefault((k.kind, k.outer, k.max_rblock, m.xnumel, m.rnumel), i)
+            if j != i:
+                same.update({f"{v}_{i}": f"{v}_{j}" for v in ("xnumel", "rnumel", "XBLOCK", "RBLOCK")})
+            else:
+                lines.append(site.int_variable(f"xnumel_{i}", m.xnumel))
+                if m.rnumel is not None:
+                    lines.append(site.int_variable(f"rnumel_{i}", m.rnumel))
+                lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {k.config_code(f'xnumel_{i}', f'rnumel_{i}')}")
+                warps.append(f"num_warps_{i}")
+            counts.append(f"(xnumel_{j} + XBLOCK_{j} - 1) // XBLOCK_{j}")
+            blocks += [(f"XBLOCK_{i}", f"XBLOCK_{j}")] + ([(f"RBLOCK_{i}", f"RBLOCK_{j}")] if m.rnumel is not None else [])
+        args = list(pointers) + [same.get(n, n) if n.startswith(("xnumel_", "rnumel_")) else site.py(e) for n, e in self.size_args]
+        repeats = {c: counts.count(c) for c in counts}  # members sized alike: "4 * (blocks of one)"
+        lines.append(f"grid = {' + '.join(c if n == 1 else f'{n} * ({c})' for c, n in repeats.items())}")
+        lines.append("if grid:")
+        num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
+        lines.append("    " + site.launch(self.name, "grid", num_warps, args, len(pointers), blocks))
+        return lines
+
+    def _static_launch(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        grid, warps, sizes, blocks = 0, 1, {}, []
+        for i, m in enumerate(self.members):
+            x, r = int(m.xnumel), int(m.rnumel) if m.rnumel is not None else 1
+            cfg = m.config(x, r)
+            sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
+            blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
+            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
+        args = list(pointers) + [sizes.get(n) or site.py(e) for n, e in self.size_args]
+        return [site.launch(self.name, str(grid), str(warps), args, len(pointers), blocks)] if grid else []
+
 
 def lower_combo(combo: F.ComboOp, size_hints: Mapping[str, int] | None = None,
                 bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -126,7 +174,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
             size_params.append((f"rnumel_{i}", rnumel))
         constexprs += [f"{c}_{i}" for c in tk.constexprs]
         args = {}
-        for param, v in zip(_params(tk)[: tk.num_inputs + tk.num_outputs], list(k.inputs) + list(k.results), strict=True):
+        for param, v in zip(_body(tk).pointers, list(k.inputs) + list(k.results), strict=True):
             args[param] = pointer_name[v] if v in pointer_name else out_name[v]
         for param, e in tk.size_args:
             if param in ("xnumel", "rnumel"):
@@ -158,116 +206,28 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     return TritonCombo(name, source, tuple(members), tuple(inputs + outputs), tuple(size_params))
 
 
-def _params(tk: TritonKernel) -> list[str]:
-    return [a.arg for a in _function(tk).args.args]
-
-
-def _function(tk: TritonKernel) -> ast.FunctionDef:
-    tree = ast.parse(tk.source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == tk.name:
-            return node
-    raise LoweringError(f"the source of kernel {tk.name} defines no function {tk.name}")
-
-
-class _Rename(ast.NodeTransformer):
-    """Suffixes a sub-kernel's own names, maps its parameters to the combo's, shifts its program id."""
-
-    def __init__(self, names: Mapping[str, str], program_id: ast.expr):
-        self.names, self.program_id = names, program_id
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.copy_location(ast.Name(self.names.get(node.id, node.id), node.ctx), node)
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        f = node.func
-        if isinstance(f, ast.Attribute) and f.attr == "program_id" and isinstance(f.value, ast.Name) and f.value.id == "tl":
-            return self.program_id
-        return self.generic_visit(node)
+def _body(tk: TritonKernel) -> KernelBody:
+    if tk.body is None:
+        raise LoweringError(f"kernel {tk.name} carries no body to inline")
+    return tk.body
 
 
 def _inline_body(tk: TritonKernel, i: int, args: Mapping[str, str], offset: str) -> list[str]:
-    """The body of sub-kernel ``tk`` as the ``i``-th branch of a combo."""
-    fn = _function(tk)
-    params = [a.arg for a in fn.args.args]
-    assigned = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    names: dict[str, str] = {}
+    """The body of sub-kernel ``tk`` as the ``i``-th branch of a combo: its slots filled with the combo's names."""
+    body = _body(tk)
+    names: dict[str, str] = {PROGRAM_ID: offset}
     prologue: list[str] = []
-    for p in params:
-        if p in assigned:  # re-bound in the body (an int64 cast): rebinding a shared argument inside a branch is an error
+    for p in body.params:
+        if p in body.rebound:  # rebinding a shared argument inside a branch is an error: a local copy
             names[p] = f"{p}_{i}_v"
             prologue.append(f"{names[p]} = {args[p]}")
         else:
             names[p] = args[p]
-    for n in assigned - set(params):
-        if n in _GLOBALS:
-            raise LoweringError(f"kernel {tk.name} assigns to '{n}'")
-        names[n] = f"{n}_{i}"
-    program_id = ast.parse(offset, mode="eval").body
-    body = [_Rename(names, program_id).visit(stmt) for stmt in fn.body]
-    return prologue + [line for stmt in body for line in ast.unparse(ast.fix_missing_locations(stmt)).splitlines()]
+    names |= {n: f"{n}_{i}" for n in body.locals}
+    return prologue + [line.removeprefix("    ") for line in body.lines(names)]
 
 
 def _module(name: str, lowered: Sequence[TritonKernel], kernel_text: str) -> str:
     parts = ", ".join(f"{tk.name} ({tk.kind})" for tk in lowered)
     return ops.module_source(f"fusec combo kernel {name}: {len(lowered)} sub-kernels routed by program id: {parts}",
                              kernel_text)
-
-
-
-# ---------------------------------------------------------------- host code
-
-
-def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, writer) -> list[str]:
-    """Launcher lines for one combo: allocate every member's outputs, size the blocks, one launch.
-
-    ``writer`` is the launcher writer (fusec.lowering.launcher): it names graph
-    values (the combo's results alias its members' output buffers), allocates
-    buffers, prints size expressions and writes the launch.
-    """
-    lines = [writer.allocate(r) for k in combo.kernels for r in k.results]
-    names = writer.names
-    for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands, strict=True):
-        names[outer] = names[inner]
-    static = not any(e.free_symbols for _, e in tc.size_args)
-    if static:  # every number is known: the launch line carries them
-        grid, warps, sizes, blocks = 0, 1, {}, []
-        for i, m in enumerate(tc.members):
-            x, r = int(m.xnumel), int(m.rnumel) if m.rnumel is not None else 1
-            cfg = m.config(x, r)
-            sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
-            blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
-            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
-        args = [names[v] for v in tc.pointers] + [sizes.get(n) or writer.py(e) for n, e in tc.size_args]
-        if grid:
-            lines.append(writer.launch(tc.name, str(grid), str(warps), args, len(tc.pointers), blocks))
-        return lines
-    counts, warps, blocks = [], [], []
-    same: dict[str, str] = {}  # a member sized like an earlier one reuses its variables
-    first: dict[tuple, int] = {}
-    for i, m in enumerate(tc.members):
-        k = m.kernel
-        j = first.setdefault((k.kind, k.outer, k.max_rblock, m.xnumel, m.rnumel), i)
-        if j != i:
-            same.update({f"{v}_{i}": f"{v}_{j}" for v in ("xnumel", "rnumel", "XBLOCK", "RBLOCK")})
-        else:
-            lines.append(f"xnumel_{i} = {writer.py(m.xnumel)}")
-            writer.int_values[f"xnumel_{i}"] = writer.py(m.xnumel)
-            if m.rnumel is not None:
-                lines.append(f"rnumel_{i} = {writer.py(m.rnumel)}")
-                writer.int_values[f"rnumel_{i}"] = writer.py(m.rnumel)
-            call = {"pointwise": f"_pointwise_config(xnumel_{i})",
-                    "persistent": f"_persistent_config(xnumel_{i}, rnumel_{i}, {k.outer})",
-                    "looped": f"_looped_config(xnumel_{i}, rnumel_{i}, {k.outer}, {k.max_rblock})"}[k.kind]
-            lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {call}")
-            warps.append(f"num_warps_{i}")
-        counts.append(f"(xnumel_{j} + XBLOCK_{j} - 1) // XBLOCK_{j}")
-        blocks += [(f"XBLOCK_{i}", f"XBLOCK_{j}")] + ([(f"RBLOCK_{i}", f"RBLOCK_{j}")] if m.rnumel is not None else [])
-    args = [names[v] for v in tc.pointers] + [same.get(n, n) if n.startswith(("xnumel_", "rnumel_")) else writer.py(e)
-                                             for n, e in tc.size_args]
-    repeats = {c: counts.count(c) for c in counts}  # members sized alike: "4 * (blocks of one)"
-    lines.append(f"grid = {' + '.join(c if n == 1 else f'{n} * ({c})' for c, n in repeats.items())}")
-    lines.append("if grid:")
-    num_warps = warps[0] if len(warps) == 1 else f"max({', '.join(warps)})"
-    lines.append("    " + writer.launch(tc.name, "grid", num_warps, args, len(tc.pointers), blocks))
-    return lines

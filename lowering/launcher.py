@@ -28,7 +28,9 @@ from fusec.analysis.bind_plan import InputMismatch, bind_plan
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
+from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
+from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
 
 _VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
@@ -45,7 +47,7 @@ class Launcher:
 
     graph_name: str
     source: str
-    kernels: tuple[TritonKernel, ...]
+    kernels: tuple[TritonKernel | TritonCombo, ...]
     externs: tuple[tuple[str, str], ...]
     # kernel name -> (positions of pointers whose alignment is checked per launch, positions of runtime ints)
     # kernel name -> positions of (pointers whose alignment varies, runtime ints, constexprs chosen per call)
@@ -66,10 +68,7 @@ def runtime_globals() -> dict[str, object]:
         "_pick_results": externs.pick_results,
         "_bad_input": bad_input,
         "_bad_input_count": bad_input_count,
-        "_pointwise_config": heuristics.pointwise_config,
-        "_persistent_config": heuristics.persistent_config,
-        "_looped_config": heuristics.looped_config,
-        "_tiled_config": heuristics.tiled_config,
+        **{f"_{name}": getattr(heuristics, name) for name in CONFIG_HELPERS},
     }
 
 
@@ -125,7 +124,7 @@ class _LauncherWriter:
         self.gname = graph.sym_name.data
         self.names: dict[SSAValue, str] = {}
         self.used_symbols: set[str] = set()
-        self.kernels: dict[str, TritonKernel] = {}
+        self.kernels: dict[str, TritonKernel | TritonCombo] = {}
         self.externs: dict[str, str] = {}
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
@@ -197,43 +196,20 @@ class _LauncherWriter:
 
     def kernel(self, op: F.KernelOp) -> list[str]:
         tk = lower_kernel(op, self.hints, symbol_bounds(op), self.options)
-        known = self.kernels.get(tk.name)
-        if known is not None and known.source != tk.source:
-            raise LoweringError(f"@{self.gname}: two different kernels are named @{tk.name}")
-        self.kernels[tk.name] = tk
+        self.add_kernel(tk)
         lines = [self.allocate(r) for r in op.outputs]
-        sizes = dict(tk.size_args)
-        xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
-        static = not (xnumel.free_symbols or rnumel.free_symbols)
-        args = [self.names[v] for v in op.inputs] + [self.names[r] for r in op.outputs]
-        if static:
-            x, rv = int(xnumel), int(rnumel)
-            cfg = tk.config(x, rv)
-            args += [str(x)] + ([str(rv)] if op.is_reduction else [])
-            blocks = [("XBLOCK", str(cfg.xblock))] + ([("RBLOCK", str(cfg.rblock))] if op.is_reduction else [])
-            grid, warps = str(tk.programs(x, rv)), str(cfg.num_warps)
-        else:
-            lines.append(f"xnumel = {self.py(xnumel)}")
-            self.int_values["xnumel"] = self.py(xnumel)
-            if op.is_reduction:
-                lines.append(f"rnumel = {self.py(rnumel)}")
-                self.int_values["rnumel"] = self.py(rnumel)
-            args += ["xnumel"] + (["rnumel"] if op.is_reduction else [])
-            if tk.kind == "pointwise":
-                lines.append("XBLOCK, _, num_warps = _pointwise_config(xnumel)")
-            elif tk.kind == "tiled":
-                lines.append("XBLOCK, RBLOCK, num_warps = _tiled_config(xnumel, rnumel)")
-            elif tk.kind == "persistent":
-                lines.append(f"XBLOCK, RBLOCK, num_warps = _persistent_config(xnumel, rnumel, {tk.outer})")
-            else:
-                lines.append(f"XBLOCK, RBLOCK, num_warps = _looped_config(xnumel, rnumel, {tk.outer}, {tk.max_rblock})")
-            blocks = [("XBLOCK", "XBLOCK")] + ([("RBLOCK", "RBLOCK")] if op.is_reduction else [])
-            grid, warps = "(xnumel + XBLOCK - 1) // XBLOCK", "num_warps"
-            if tk.kind == "tiled":  # one grid dimension: a program per tile
-                grid += " * ((rnumel + RBLOCK - 1) // RBLOCK)"
-        args += [self.py(e) for name, e in tk.size_args if name not in ("xnumel", "rnumel")]
-        lines.append(self.launch(tk.name, grid, warps, args, len(op.inputs) + len(op.outputs), blocks))
-        return lines
+        return lines + tk.launch_lines(self, [self.names[v] for v in list(op.inputs) + list(op.outputs)])
+
+    def add_kernel(self, artifact: TritonKernel | TritonCombo) -> None:
+        known = self.kernels.get(artifact.name)
+        if known is not None and known.source != artifact.source:
+            raise LoweringError(f"@{self.gname}: two different kernels are named @{artifact.name}")
+        self.kernels[artifact.name] = artifact
+
+    def int_variable(self, name: str, e: sympy.Expr) -> str:
+        """``name = <e>``, remembering which size ``name`` holds (launches key on distinct sizes)."""
+        self.int_values[name] = self.py(e)
+        return f"{name} = {self.int_values[name]}"
 
     def launch(self, kernel: str, grid: str, warps: str, args: list[str], num_pointers: int,
                constexprs: list[tuple[str, str]]) -> str:
@@ -267,12 +243,13 @@ class _LauncherWriter:
         return line
 
     def combo(self, op: F.ComboOp) -> list[str]:
-        """One launch for the combo's kernels (fusec.lowering.combo_kernel writes the kernel and these lines)."""
-        from fusec.lowering.combo_kernel import combo_launch_lines, lower_combo
-
+        """One launch for the combo's kernels: every member's outputs allocated (the combo's results alias them)."""
         tc = lower_combo(op, self.hints, None, self.options)
-        self.kernels[tc.name] = tc  # loaded and called like a TritonKernel: .name, .source
-        return combo_launch_lines(op, tc, self)
+        self.add_kernel(tc)
+        lines = [self.allocate(r) for k in op.kernels for r in k.results]
+        for outer, inner in zip(op.outputs, op.body.block.last_op.operands, strict=True):
+            self.names[outer] = self.names[inner]
+        return lines + tc.launch_lines(self, [self.names[v] for v in tc.pointers])
 
     def extern(self, op: F.ExternOp) -> list[str]:
         target = op.target.data

@@ -4,7 +4,9 @@ The kernel's arguments are its buffers (inputs then outputs), then the sizes as
 runtime ints (``xnumel``, ``rnumel``, then every size symbol its body reads), then
 the constexprs ``XBLOCK`` (and ``RBLOCK``): one source serves every size.
 
-Four shapes of kernel:
+Four shapes of kernel, as the kernel's recorded schedule says (``schedule-kernels``
+records it; for IR without one, ``kernel_schedule`` runs the same decision, from
+``fusec.passes.schedule_kernels``, with this lowering's options):
 
 * pointwise (domain ``[xnumel]``): 1-D blocks of ``XBLOCK`` elements.
 * tiled pointwise (a ``tiled`` kernel, domain ``[xnumel, rnumel]``, no reductions):
@@ -16,8 +18,6 @@ Four shapes of kernel:
   makes) is lowered as a reduction domain without reductions: correct, not tiled.
 * persistent reduction: a program holds ``XBLOCK`` whole rows, ``RBLOCK`` >= rnumel;
   the body is one straight block, reductions are ``tl.sum(..., 1)`` and friends.
-  Chosen when rnumel is provably at most ``persistent_threshold`` (its upper bound,
-  not just its hint: the source must serve every size the symbols admit).
 * looped reduction: each reduction *phase* is one ``for roffset`` loop that
   accumulates in ``[XBLOCK, RBLOCK]`` registers and reduces across lanes after the
   loop.  A reduction whose input needs an earlier reduction (softmax's sum of
@@ -27,29 +27,33 @@ Four shapes of kernel:
 
 Values per x are ``[XBLOCK, 1]`` and values per (x, r) ``[XBLOCK, RBLOCK]`` (or
 ``[1, RBLOCK]`` when they do not depend on x), so they broadcast like the
-reference interpreter's columns and rows.  Index arithmetic is int32 unless some
-index may leave the int32 range for sizes the symbols' bounds admit; then the
-program offset, ``rindex`` and the size arguments are int64.
+reference interpreter's columns and rows.  Index arithmetic is the schedule's index
+type; with int64 the program offset, ``rindex`` and the size arguments are int64.
+
+The function's body is built as a ``KernelBody``: statements whose own names are
+slots, printed once with the names as they are, or inlined into a combo with the
+combo's names (``fusec.lowering.combo_kernel``).  Each lowered kernel writes its own
+launch lines (``TritonKernel.launch_lines``) for the launcher.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from string import Template
 
 import sympy
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis import heuristics
 from fusec.base import shapes
-from fusec.base.shapes import value_range
 from fusec.dialects import fusec as F
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
+from fusec.lowering.launching import LaunchSite, config_code, launch_config
+from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, symbol_bounds
 
-INT32_LIMIT = 2**31
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
 
 
@@ -63,7 +67,7 @@ class LoweringOptions:
     """
 
     persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD
-    max_rblock: int = 1024
+    max_rblock: int = DEFAULT_MAX_RBLOCK
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ class TritonKernel:
     size_args: tuple[tuple[str, sympy.Expr], ...]  # runtime ints after the pointers: (argument, value over size symbols)
     outer: bool  # a reduction whose loads are contiguous along x, not r
     index_dtype: str  # "int32" | "int64"
-    max_rblock: int = 1024
+    max_rblock: int = DEFAULT_MAX_RBLOCK
+    body: KernelBody | None = None  # its function's body, for combos to inline
 
     @property
     def constexprs(self) -> tuple[str, ...]:
@@ -86,13 +91,11 @@ class TritonKernel:
 
     def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
         """Block sizes and warps for these sizes."""
-        if self.kind == "pointwise":
-            return heuristics.pointwise_config(xnumel)
-        if self.kind == "tiled":
-            return heuristics.tiled_config(xnumel, rnumel)
-        if self.kind == "persistent":
-            return heuristics.persistent_config(xnumel, rnumel, self.outer)
-        return heuristics.looped_config(xnumel, rnumel, self.outer, self.max_rblock)
+        return launch_config(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
+
+    def config_code(self, xnumel: str, rnumel: str) -> str:
+        """Host code for ``config`` of the sizes in variables ``xnumel`` and ``rnumel``."""
+        return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
 
     def programs(self, xnumel: int, rnumel: int = 1) -> int:
         """Programs one launch runs for these sizes (its 1-D grid): a row block each, a tile each when tiled."""
@@ -100,59 +103,116 @@ class TritonKernel:
         rows = shapes.ceil_div(xnumel, cfg.xblock)
         return rows * shapes.ceil_div(rnumel, cfg.rblock) if self.kind == "tiled" else rows
 
+    def launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        """Host lines launching this kernel on ``pointers`` (its buffers): literal block sizes for a static
+        domain, else sizes chosen per call by the same heuristic."""
+        sizes = dict(self.size_args)
+        reduction = "rnumel" in sizes
+        xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
+        args, lines = list(pointers), []
+        if not (xnumel.free_symbols or rnumel.free_symbols):
+            x, r = int(xnumel), int(rnumel)
+            cfg = self.config(x, r)
+            args += [str(x)] + ([str(r)] if reduction else [])
+            blocks = [("XBLOCK", str(cfg.xblock))] + ([("RBLOCK", str(cfg.rblock))] if reduction else [])
+            grid, warps = str(self.programs(x, r)), str(cfg.num_warps)
+        else:
+            lines.append(site.int_variable("xnumel", xnumel))
+            if reduction:
+                lines.append(site.int_variable("rnumel", rnumel))
+            args += ["xnumel"] + (["rnumel"] if reduction else [])
+            targets = "XBLOCK, _, num_warps" if self.kind == "pointwise" else "XBLOCK, RBLOCK, num_warps"
+            lines.append(f"{targets} = {self.config_code('xnumel', 'rnumel')}")
+            blocks = [("XBLOCK", "XBLOCK")] + ([("RBLOCK", "RBLOCK")] if reduction else [])
+            grid, warps = "(xnumel + XBLOCK - 1) // XBLOCK", "num_warps"
+            if self.kind == "tiled":  # one grid dimension: a program per tile
+                grid += " * ((rnumel + RBLOCK - 1) // RBLOCK)"
+        args += [site.py(e) for name, e in self.size_args if name not in ("xnumel", "rnumel")]
+        lines.append(site.launch(self.name, grid, warps, args, len(pointers), blocks))
+        return lines
+
 
 class LoweringError(ValueError):
     """A kernel the Triton lowering cannot express; the message names the kernel and op."""
 
 
-OUTER_PERSISTENT_MAX = 128  # an outer reduction keeps >= 32 contiguous columns a program only up to here
+PROGRAM_ID = "program_id"  # the slot a body reads its program's index from
 
 
-def kernel_kind(kernel: F.KernelOp, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions,
-                combo_member: bool = False) -> str:
-    if not kernel.is_reduction:
-        return "pointwise"
-    if kernel.is_tiled and not combo_member and not isinstance(kernel.parent_op(), F.ComboOp):
-        return "tiled"  # (a combo routes programs by row blocks: its members are not tiled)
-    _, hi = value_range(kernel.domain_exprs[1], bounds)
-    limit = options.persistent_threshold
-    if kernel.is_outer_reduction:
-        limit = min(limit, OUTER_PERSISTENT_MAX)  # whole long columns in a tile leave too few columns to coalesce
-    return "persistent" if hi <= limit else "looped"
+@dataclass(frozen=True)
+class KernelBody:
+    """A kernel function's body as statements with named slots, for printing alone or inlining into a combo.
+
+    Each statement is a line of code (indented for the function body) in which every
+    name of the kernel's own is a ``string.Template`` slot: ``$xindex``, ``$in_ptr0``,
+    ``$tmp3``.  Slots are the parameters (pointers, sizes, constexprs), ``$program_id``
+    (the program's index) and the names the body binds (``locals``); Triton's and the
+    helpers' names (``tl``, ``_sum``) are plain text.  ``rebound``: size parameters the
+    body assigns (int64 casts).
+    """
+
+    pointers: tuple[str, ...]
+    sizes: tuple[str, ...]
+    constexprs: tuple[str, ...]
+    rebound: tuple[str, ...]
+    statements: tuple[str, ...]
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return self.pointers + self.sizes + self.constexprs
+
+    @property
+    def locals(self) -> tuple[str, ...]:
+        """The names the body binds, in order of first use."""
+        seen = dict.fromkeys(n for line in self.statements for n in Template(line).get_identifiers())
+        return tuple(n for n in seen if n not in self.params and n != PROGRAM_ID)
+
+    def lines(self, names: Mapping[str, str]) -> list[str]:
+        """The statements with every slot filled from ``names`` (all of them: a missing one is an error)."""
+        return [Template(line).substitute(names) for line in self.statements]
+
+    def function(self, name: str) -> str:
+        """The ``@triton.jit`` function ``name`` with this body, its names as they are."""
+        params = [*self.pointers, *self.sizes, *(f"{c}: tl.constexpr" for c in self.constexprs)]
+        names = {n: n for n in self.params + self.locals} | {PROGRAM_ID: "tl.program_id(0)"}
+        return "\n".join(["@triton.jit", f"def {name}({', '.join(params)}):", *self.lines(names)]) + "\n"
 
 
-def kernel_name(base: str, kind: str) -> str:
-    """Inductor's prefixes: fusec_red_* is looped, fusec_per_* persistent."""
-    if kind == "persistent" and base.startswith("fusec_red_"):
-        return "fusec_per_" + base.removeprefix("fusec_red_")
-    if kind == "looped" and base.startswith("fusec_per_"):
-        return "fusec_red_" + base.removeprefix("fusec_per_")
-    return base if base.isidentifier() else re.sub(r"\W", "_", base)
+def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
+                    bounds: Mapping[str, tuple[float, float]] | None = None,
+                    options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> tuple[F.KernelSchedule, str]:
+    """The schedule and name ``kernel`` is lowered with: what ``schedule-kernels`` recorded, else its decision now.
 
-
-def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
-    """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf); none outside one."""
-    op: Operation | None = kernel
-    while op is not None and not isinstance(op, F.GraphOp):
-        op = op.parent_op()
-    return {} if op is None else op.symbol_bounds
+    Options, hints and bounds serve only the decision for a kernel without a recorded
+    schedule (IR that did not run the pass); a hint past a declared bound widens it.
+    """
+    recorded = kernel.schedule
+    if recorded is not None:
+        name = kernel.sym_name.data
+        if not name.isidentifier():
+            raise LoweringError(f"fusec.kernel @{name}: a scheduled kernel's name must be a Python identifier")
+        if recorded.kind == "tiled" and combo_member:
+            raise LoweringError(f"fusec.kernel @{name}: a tiled kernel cannot be lowered into a combo")
+        return recorded, name
+    bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
+    for sym, hint in (size_hints or {}).items():
+        lo, hi = bounds.get(sym, (1, math.inf))
+        bounds[sym] = (lo, max(hi, hint))  # stay correct for the example sizes
+    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock, combo_member)
 
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
                  bounds: Mapping[str, tuple[float, float]] | None = None,
                  options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> TritonKernel:
-    """The Triton module source for ``kernel``; ``bounds`` default to the enclosing graph's symbol declarations.
+    """The Triton module source for ``kernel``, as its recorded schedule says (see ``kernel_schedule``).
 
-    ``size_hints`` (symbol -> example value) are used only where a decision may not
-    depend on them for correctness: nothing in the source is sized from a hint.
+    ``bounds`` default to the enclosing graph's symbol declarations.  ``size_hints``
+    (symbol -> example value) are used only where a decision may not depend on them
+    for correctness: nothing in the source is sized from a hint.
     ``combo_member``: the kernel is inlined into a combo (a tiled kernel then lowers untiled).
     """
-    bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
-    for name, hint in (size_hints or {}).items():
-        lo, hi = bounds.get(name, (1, math.inf))
-        bounds[name] = (lo, max(hi, hint))  # a hint past a declared bound widens it: stay correct for it
-    kind = kernel_kind(kernel, bounds, options, combo_member)
-    return _KernelWriter(kernel, kind, bounds, options).lower()
+    schedule, name = kernel_schedule(kernel, size_hints, bounds, options, combo_member)
+    return _KernelWriter(kernel, schedule, name).lower()
 
 
 # ---------------------------------------------------------------- code generation
@@ -183,63 +243,39 @@ class _Stmt:
 
 
 _RESERVED = {"xoffset", "xindex", "xmask", "rindex", "rmask", "roffset", "rbase", "xnumel", "rnumel", "XBLOCK",
-             "RBLOCK", "pid", "rtiles", "tl", "triton", "libdevice"}
+             "RBLOCK", "pid", "rtiles", "tl", "triton", "libdevice", PROGRAM_ID}
 
 
 class _KernelWriter:
-    def __init__(self, kernel: F.KernelOp, kind: str, bounds: Mapping[str, tuple[float, float]], options: LoweringOptions):
-        self.kernel, self.kind, self.bounds, self.options = kernel, kind, bounds, options
+    def __init__(self, kernel: F.KernelOp, schedule: F.KernelSchedule, name: str):
+        self.kernel, self.schedule, self.kind, self.name = kernel, schedule, schedule.kind, name
         self.reduction = kernel.is_reduction
-        self.name = kernel_name(kernel.sym_name.data, kind)
         self.values: dict[SSAValue, _Value] = {}
-        self.buffers: dict[SSAValue, str] = {}
-        for i, a in enumerate(kernel.input_args):
-            self.buffers[a] = f"in_ptr{i}"
-        for i, a in enumerate(kernel.output_args):
-            self.buffers[a] = f"out_ptr{i}"
+        self.pointers = [f"in_ptr{i}" for i in range(len(kernel.inputs))] + [f"out_ptr{i}" for i in range(len(kernel.outputs))]
+        self.buffers: dict[SSAValue, str] = {a: "$" + p for a, p in zip(kernel.block.args, self.pointers, strict=True)}
         self.symbols = sorted(_body_symbols(kernel), key=shapes.natural_key)
-        self.names = {"x": "xindex", "r": "rindex", **{s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}}
-        self.index64 = self._needs_int64()
+        self.params = {s: (s if s not in _RESERVED else f"sym_{s}") for s in self.symbols}  # symbol -> its parameter
+        self.names = {"x": "$xindex", "r": "$rindex", **{s: "$" + p for s, p in self.params.items()}}
+        self.index64 = schedule.index == "int64"
         self.count = 0
 
     def where(self, op: Operation) -> str:
         return f"fusec.kernel @{self.kernel.sym_name.data}: {op.name}"
 
-    # ------------------------------------------------------------ analysis
-
-    def _needs_int64(self) -> bool:
-        """int64 unless every index and the domain provably stay inside int32 (masked tail lanes included)."""
-        dom = self.kernel.domain_exprs
-        env = dict(self.bounds)
-        x_hi = value_range(dom[0], env)[1]
-        r_hi = value_range(dom[1], env)[1] if self.reduction else 1
-        if x_hi * max(r_hi, 1) >= INT32_LIMIT:
-            return True
-        env["x"] = (0, x_hi + 1024)
-        env["r"] = (0, 2 * r_hi + 1024)
-        for op in self.kernel.block.ops:
-            expr = op.index.data if isinstance(op, (F.LoadOp, F.StoreOp)) else op.expr.data if isinstance(op, F.SymbolicOp) else None
-            if expr is None:
-                continue
-            lo, hi = value_range(expr, env)
-            if lo < -INT32_LIMIT or hi >= INT32_LIMIT:
-                return True
-        return False
-
     # ------------------------------------------------------------ helpers
 
     def fresh(self) -> str:
-        name = f"tmp{self.count}"
+        name = f"$tmp{self.count}"
         self.count += 1
         return name
 
     def shape(self, has_x: bool, has_r: bool) -> str:
         if not self.reduction:
-            return "[XBLOCK]"
-        return {(True, True): "[XBLOCK, RBLOCK]", (True, False): "[XBLOCK, 1]", (False, True): "[1, RBLOCK]"}[(has_x, has_r)]
+            return "[$XBLOCK]"
+        return {(True, True): "[$XBLOCK, $RBLOCK]", (True, False): "[$XBLOCK, 1]", (False, True): "[1, $RBLOCK]"}[(has_x, has_r)]
 
     def mask(self, has_x: bool, has_r: bool, extra: SSAValue | None) -> str | None:
-        parts = (["rmask"] if has_r else []) + (["xmask"] if has_x else [])
+        parts = (["$rmask"] if has_r else []) + (["$xmask"] if has_x else [])
         if extra is not None:
             parts.append(self.values[extra].name)
         return " & ".join(parts) or None
@@ -250,7 +286,7 @@ class _KernelWriter:
 
     def full(self, v: _Value) -> str:
         """A value broadcast to the whole reduction tile."""
-        return v.name if (v.has_x and v.has_r) else f"tl.broadcast_to({v.name}, [XBLOCK, RBLOCK])"
+        return v.name if (v.has_x and v.has_r) else f"tl.broadcast_to({v.name}, [$XBLOCK, $RBLOCK])"
 
     # ------------------------------------------------------------ ops
 
@@ -360,11 +396,11 @@ class _KernelWriter:
             src, dtype = f"{ops.convert(v.name, v.dtype, 'bool')}.to(tl.int32)", "int32"
         elif v.dtype in ("bool", "int8", "int16", "uint8"):
             src, dtype = f"{v.name}.to(tl.int32)", "int32"
-        tile = src if (v.has_x and v.has_r) else f"tl.broadcast_to({src}, [XBLOCK, RBLOCK])"
+        tile = src if (v.has_x and v.has_r) else f"tl.broadcast_to({src}, [$XBLOCK, $RBLOCK])"
         fill = {"sum": "0", "prod": "1", "any": "0", "all": "1", "max": ops.lowest(dtype), "argmax": ops.lowest(dtype),
                 "min": ops.highest(dtype), "argmin": ops.highest(dtype)}[kind]
-        masked = f"tl.where(rmask & xmask, {tile}, {fill})"
-        rindex_tile = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
+        masked = f"tl.where($rmask & $xmask, {tile}, {fill})"
+        rindex_tile = "tl.broadcast_to($rindex, [$XBLOCK, $RBLOCK])"
         floats = dtype in ops.FLOATS
         combine = {"sum": "_sum", "prod": "_prod", "max": "_max_nan" if floats else "_max", "min": "_min_nan" if floats else "_min",
                    "any": "_max", "all": "_min", "argmax": "_argmax_combine", "argmin": "_argmin_combine"}[kind]
@@ -383,11 +419,11 @@ class _KernelWriter:
         if self.kind == "persistent":
             stmt.lines = across(masked, rindex_tile)
         else:
-            acc = f"_acc{name.removeprefix('tmp')}"
-            stmt.init = [f"{acc} = tl.full([XBLOCK, RBLOCK], {fill}, {ops.tl_dtype(dtype)})"]
+            acc = f"$_acc{name.removeprefix('$tmp')}"
+            stmt.init = [f"{acc} = tl.full([$XBLOCK, $RBLOCK], {fill}, {ops.tl_dtype(dtype)})"]
             if kind in ("argmax", "argmin"):
                 # Lanes start at the identity with an index past every real one: a real value always wins a tie.
-                stmt.init.append(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, {self.index_tl})")
+                stmt.init.append(f"{acc}_index = tl.full([$XBLOCK, $RBLOCK], {2**31 - 1}, {self.index_tl})")
                 stmt.update = [f"{acc}, {acc}_index = {combine}({acc}, {acc}_index, {masked}, {rindex_tile})"]
             elif kind in ("sum", "prod"):
                 stmt.update = [f"{acc} = {acc} {'+' if kind == 'sum' else '*'} {masked}"]
@@ -427,40 +463,40 @@ class _KernelWriter:
 
     def lower(self) -> TritonKernel:
         stmts = [self.stmt(op) for op in self.kernel.block.ops]
-        body = self._assemble(stmts)
-        header = self._signature_and_prologue()
-        source = self._module(header + body)
+        sizes = ["xnumel"] + (["rnumel"] if self.reduction else []) + [self.params[s] for s in self.symbols]
+        constexprs = ["XBLOCK"] + (["RBLOCK"] if self.reduction else [])
+        statements = self._prologue(sizes) + self._assemble(stmts)
+        rebound = [s for s in sizes if s != "xnumel"] if self.index64 else []
+        body = KernelBody(tuple(self.pointers), tuple(sizes), tuple(constexprs), tuple(rebound), tuple(statements))
+        source = self._module(body.function(self.name))
         dom = self.kernel.domain_exprs
         size_args = [("xnumel", dom[0])] + ([("rnumel", dom[1])] if self.reduction else [])
-        size_args += [(self.names[s], shapes.size_symbol(s)) for s in self.symbols]
+        size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
         return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
-                            tuple(size_args), self.kernel.is_outer_reduction, "int64" if self.index64 else "int32",
-                            self.options.max_rblock)
+                            tuple(size_args), self.schedule.outer, self.schedule.index,
+                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK, body)
 
-    def _signature_and_prologue(self) -> list[str]:
-        ptrs = list(self.buffers.values())
-        sizes = ["xnumel"] + (["rnumel"] if self.reduction else []) + [self.names[s] for s in self.symbols]
-        consts = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else [])
-        lines = ["@triton.jit", f"def {self.name}({', '.join(ptrs + sizes + consts)}):"]
+    def _prologue(self, sizes: list[str]) -> list[str]:
+        """Statements placing the program's block: its offsets, indices and masks."""
         body: list[str] = []
         wide = ".to(tl.int64)" if self.index64 else ""
         if self.index64:
-            body += [f"{s} = tl.cast({s}, tl.int64)" for s in sizes if s != "xnumel"]
+            body += [f"${s} = tl.cast(${s}, tl.int64)" for s in sizes if s != "xnumel"]
         if self.kind == "tiled":
             # One tile a program, tiles of a row of tiles at consecutive program ids.
-            body += [f"pid = tl.program_id(0){wide}", "rtiles = (rnumel + RBLOCK - 1) // RBLOCK",
-                     "xoffset = (pid // rtiles) * XBLOCK", "roffset = (pid % rtiles) * RBLOCK"]
+            body += [f"$pid = $program_id{wide}", "$rtiles = ($rnumel + $RBLOCK - 1) // $RBLOCK",
+                     "$xoffset = ($pid // $rtiles) * $XBLOCK", "$roffset = ($pid % $rtiles) * $RBLOCK"]
         else:
-            body.append(f"xoffset = tl.program_id(0){wide} * XBLOCK")
+            body.append(f"$xoffset = $program_id{wide} * $XBLOCK")
         rows = "[:, None]" if self.reduction else ""
-        body += [f"xindex = xoffset + tl.arange(0, XBLOCK){rows}", "xmask = xindex < xnumel"]
+        body += [f"$xindex = $xoffset + tl.arange(0, $XBLOCK){rows}", "$xmask = $xindex < $xnumel"]
         if self.kind == "tiled":
-            body += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+            body += ["$rindex = $roffset + tl.arange(0, $RBLOCK)[None, :]", "$rmask = $rindex < $rnumel"]
         elif self.kind == "persistent":
-            body += [f"rindex = tl.arange(0, RBLOCK)[None, :]{wide}", "rmask = rindex < rnumel"]
+            body += [f"$rindex = tl.arange(0, $RBLOCK)[None, :]{wide}", "$rmask = $rindex < $rnumel"]
         elif self.kind == "looped":
-            body += [f"rbase = tl.arange(0, RBLOCK)[None, :]{wide}"]
-        return lines + ["    " + b for b in body]
+            body += [f"$rbase = tl.arange(0, $RBLOCK)[None, :]{wide}"]
+        return ["    " + b for b in body]
 
     def _assemble(self, stmts: list[_Stmt]) -> list[str]:
         if self.kind != "looped":
@@ -482,8 +518,8 @@ class _KernelWriter:
         emit([line for s in per_x if s.phase == 0 for line in s.lines])
         for k in range(1, loops + 1):
             emit([line for s in roots[k] if isinstance(s.op, F.ReduceROp) for line in s.init])
-            out.append("    for roffset in range(0, rnumel, RBLOCK):")
-            emit(["rindex = roffset + rbase", "rmask = rindex < rnumel"], 2)
+            out.append("    for $roffset in range(0, $rnumel, $RBLOCK):")
+            emit(["$rindex = $roffset + $rbase", "$rmask = $rindex < $rnumel"], 2)
             for s in stmts:
                 if id(s) in needed[k]:
                     if s.evicting is not None and id(s) in reread:
@@ -512,8 +548,7 @@ class _KernelWriter:
             work.extend(s.deps)
         return needed
 
-    def _module(self, kernel_lines: list[str]) -> str:
-        text = "\n".join(kernel_lines) + "\n"
+    def _module(self, text: str) -> str:
         dom = ", ".join(shapes.print_expr(d) for d in self.kernel.domain_exprs)
         what = {"pointwise": "pointwise", "tiled": "tiled pointwise ([XBLOCK, RBLOCK] tiles)",
                 "persistent": "persistent reduction (whole rows in RBLOCK)",

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from kernel_cases import LOOPED, PERSISTENT, kernel_module  # noqa: E402
 
 from fusec.dialects import fusec as F  # noqa: E402
+from fusec.lowering.combo_kernel import lower_combo  # noqa: E402
 from fusec.lowering.launcher import lower_graph  # noqa: E402
 from fusec.lowering.triton_kernel import lower_kernel  # noqa: E402
 from fusec.testing import parse  # noqa: E402
@@ -39,6 +40,30 @@ TRANSPOSE_ADD = kernel_module(
       fusec.store %s, %out0[r + x*s0] : !fusec.tensor<[s1, s0], f32>""",
     "s0 in [1, 100000], s1 in [1, 100000]").replace("[s1, s0] (", "[s1, s0] tiled (")
 
+# A combo of a pointwise convert and a persistent argmax, sizes unbounded: int64 indices, so each
+# member re-binds its size arguments (a local copy in its branch).
+_H, _A = "!fusec.tensor<[s0], f16>", "!fusec.tensor<[s0, 512], f32>"
+COMBO = f"""builtin.module {{
+  fusec.graph @g(%h : {_H}, %a : {_A}) -> (!fusec.tensor<[s0], f32>, !fusec.tensor<[s0], i64>) symbols(s0 in [1, inf]) {{
+    %c:2 = fusec.combo @fusec_combo_0 : (!fusec.tensor<[s0], f32>, !fusec.tensor<[s0], i64>) {{
+      %p = fusec.kernel @fusec_poi_convert_1 [s0] (%h) : ({_H}) -> (!fusec.tensor<[s0], f32>) {{
+      ^bb0(%in : {_H}, %out : !fusec.tensor<[s0], f32>):
+        %v = fusec.load %in[x] : {_H}
+        %f = fusec.pointwise "convert" %v : (f16) -> f32
+        fusec.store %f, %out[x] : !fusec.tensor<[s0], f32>
+      }}
+      %m = fusec.kernel @fusec_red_argmax_2 [s0, 512] (%a) : ({_A}) -> (!fusec.tensor<[s0], i64>) {{
+      ^bb0(%in : {_A}, %out : !fusec.tensor<[s0], i64>):
+        %v = fusec.load %in[r + 512*x] : {_A}
+        %i = fusec.reduce_r "argmax" %v : f32 -> i64
+        fusec.store %i, %out[x] : !fusec.tensor<[s0], i64>
+      }}
+      fusec.output %p, %m : !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], i64>
+    }}
+    fusec.output %c#0, %c#1 : !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], i64>
+  }}
+}}"""
+
 # file name -> what it holds
 CASES = {
     "softmax_persistent.py": lambda: _kernel_source(SOFTMAX, PERSISTENT),
@@ -46,6 +71,8 @@ CASES = {
     "softmax_launcher.py": lambda: lower_graph(_graph(SOFTMAX), {"s0": 64}).source,
     "transpose_add_tiled.py": lambda: _kernel_source(TRANSPOSE_ADD, PERSISTENT),
     "transpose_add_tiled_launcher.py": lambda: lower_graph(_graph(TRANSPOSE_ADD), {"s0": 64, "s1": 64}).source,
+    "combo_convert_argmax.py": lambda: _combo_source(COMBO),
+    "combo_convert_argmax_launcher.py": lambda: lower_graph(_graph(COMBO), {"s0": 64}).source,
 }
 
 
@@ -56,6 +83,11 @@ def _graph(text: str) -> F.GraphOp:
 def _kernel_source(text: str, options) -> str:
     kernel = next(op for op in parse(text).walk() if isinstance(op, F.KernelOp))
     return lower_kernel(kernel, {"s0": 64}, options=options).source
+
+
+def _combo_source(text: str) -> str:
+    combo = next(op for op in parse(text).walk() if isinstance(op, F.ComboOp))
+    return lower_combo(combo, {"s0": 64}).source
 
 
 def main() -> None:

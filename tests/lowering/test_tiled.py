@@ -205,6 +205,6 @@ def test_backend_tiles_a_transposed_add(tmp_path, dynamic):
         torch.testing.assert_close(f(x, y), x.t() + y)
     (graph_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     final = sorted(graph_dir.glob("[0-9]*-*.mlir"))[-1].read_text()  # the IR after the last pass
-    assert "tiled (" in final
+    assert "tiled schedule(tiled, " in final
     (source,) = [p.read_text() for p in graph_dir.glob("fusec_poi_*.py")]
     assert "tiled pointwise" in source and "roffset = (pid % rtiles) * RBLOCK" in source

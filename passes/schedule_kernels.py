@@ -1,0 +1,150 @@
+"""schedule-kernels: records how each kernel runs, so the lowering only obeys the IR.
+
+In:  a graph after the fusion passes, combo-grouping and tile-pointwise.
+Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
+     (``fusec.KernelSchedule``) and its final name as ``sym_name``:
+
+* kind: ``pointwise`` (1-D domain); ``tiled`` (a ``tiled`` kernel outside a combo: a
+  combo routes its programs by row blocks, so a tiled member runs as a reduction domain
+  without reductions); ``persistent`` when rnumel is provably at most
+  ``persistent-threshold`` (its upper bound under the symbols' declared bounds, not a
+  hint: the source must serve every size the symbols admit; an outer reduction at most
+  ``OUTER_PERSISTENT_MAX``, since whole long columns in a tile leave too few columns to
+  coalesce); else ``looped``, with ``max-rblock``.
+* ``outer``: a reduction whose loads are contiguous along x, not r (``x.sum(0)``).
+* index type: int32 unless some index (or the domain's size) may leave the int32
+  range for sizes the bounds admit, masked tail lanes included.
+* the name: Inductor's prefixes, ``fusec_per_*`` for persistent and ``fusec_red_*``
+  for looped reductions; a name that is not a Python identifier gets ``_`` for the
+  other characters.  Remarks collected so far follow the new names.
+
+``decide_schedule`` is the one decision procedure: the lowering calls it for IR that
+did not run this pass (a hand-written ``fusec-opt`` file).  Running the pass again
+re-decides from the base name (a recorded name is renamed back and forth consistently).
+
+Options:
+  persistent-threshold: a reduction whose rnumel is provably at most this many elements
+      keeps whole rows in registers (0 forces the looped form).
+  max-rblock: the largest RBLOCK of a looped reduction (small values test the loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from fusec.analysis import heuristics
+from fusec.base import remarks
+from fusec.base.shapes import value_range
+from fusec.dialects import fusec as F
+
+PASS = "schedule-kernels"
+INT32_LIMIT = 2**31
+OUTER_PERSISTENT_MAX = 128  # an outer reduction keeps >= 32 contiguous columns a program only up to here
+DEFAULT_MAX_RBLOCK = 1024
+
+Bounds = Mapping[str, tuple[float, float]]
+
+
+def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
+    """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf); none outside one."""
+    op: Operation | None = kernel
+    while op is not None and not isinstance(op, F.GraphOp):
+        op = op.parent_op()
+    return {} if op is None else op.symbol_bounds
+
+
+def schedule_kind(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int, combo_member: bool = False) -> str:
+    if not kernel.is_reduction:
+        return "pointwise"
+    in_combo = combo_member or isinstance(kernel.parent_op(), F.ComboOp)
+    if kernel.is_tiled and not in_combo:
+        return "tiled"
+    _, hi = value_range(kernel.domain_exprs[1], bounds)
+    limit = persistent_threshold
+    if kernel.is_outer_reduction:
+        limit = min(limit, OUTER_PERSISTENT_MAX)
+    return "persistent" if hi <= limit else "looped"
+
+
+def needs_int64(kernel: F.KernelOp, bounds: Bounds) -> bool:
+    """int64 unless every index and the domain provably stay inside int32 (masked tail lanes included)."""
+    dom = kernel.domain_exprs
+    env = dict(bounds)
+    x_hi = value_range(dom[0], env)[1]
+    r_hi = value_range(dom[1], env)[1] if kernel.is_reduction else 1
+    if x_hi * max(r_hi, 1) >= INT32_LIMIT:
+        return True
+    env["x"] = (0, x_hi + 1024)  # a block's tail lanes run past xnumel (masked)
+    env["r"] = (0, 2 * r_hi + 1024)
+    for op in kernel.block.ops:
+        expr = op.index.data if isinstance(op, (F.LoadOp, F.StoreOp)) else op.expr.data if isinstance(op, F.SymbolicOp) else None
+        if expr is None:
+            continue
+        lo, hi = value_range(expr, env)
+        if lo < -INT32_LIMIT or hi >= INT32_LIMIT:
+            return True
+    return False
+
+
+def kernel_name(base: str, kind: str) -> str:
+    """Inductor's prefixes: fusec_red_* is looped, fusec_per_* persistent; other characters than \\w become _."""
+    if kind == "persistent" and base.startswith("fusec_red_"):
+        return "fusec_per_" + base.removeprefix("fusec_red_")
+    if kind == "looped" and base.startswith("fusec_per_"):
+        return "fusec_red_" + base.removeprefix("fusec_per_")
+    return base if base.isidentifier() else re.sub(r"\W", "_", base)
+
+
+def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
+                    max_rblock: int = DEFAULT_MAX_RBLOCK, combo_member: bool = False) -> tuple[F.KernelSchedule, str]:
+    """The schedule of ``kernel`` for sizes within ``bounds``, and its final name.
+
+    ``combo_member``: the kernel is lowered into a combo although it is not (yet) in a ``fusec.combo``.
+    """
+    kind = schedule_kind(kernel, bounds, persistent_threshold, combo_member)
+    index = "int64" if needs_int64(kernel, bounds) else "int32"
+    outer = kind in ("persistent", "looped") and kernel.is_outer_reduction
+    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None)
+    return schedule, kernel_name(kernel.sym_name.data, kind)
+
+
+@dataclass(frozen=True)
+class ScheduleKernels(ModulePass):
+    """Records each kernel's schedule (kind, index type, outer reduction, max RBLOCK) and its final name."""
+
+    name = PASS
+
+    persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD
+    max_rblock: int = DEFAULT_MAX_RBLOCK
+
+    def __post_init__(self):
+        if self.persistent_threshold < 0:
+            raise ValueError(f"persistent-threshold must be at least 0, got {self.persistent_threshold}")
+        if self.max_rblock < 2 or self.max_rblock & (self.max_rblock - 1):
+            raise ValueError(f"max-rblock must be a power of 2 of at least 2, got {self.max_rblock}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        renamed: dict[str, str] = {}
+        for kernel in op.walk():
+            if isinstance(kernel, F.KernelOp):
+                schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock)
+                kernel.record_schedule(schedule)
+                if name != kernel.sym_name.data:
+                    renamed[f"@{kernel.sym_name.data}"] = f"@{name}"
+                    kernel.properties["sym_name"] = StringAttr(name)
+        _rename_in_remarks(renamed)
+
+
+def _rename_in_remarks(renamed: Mapping[str, str]) -> None:
+    """Earlier remarks name kernels as they were: give them the final names (else they would read as merged away)."""
+    log = remarks.current()
+    if log is not None and renamed:
+        log.remarks = [dataclasses.replace(r, subjects=tuple(renamed.get(s, s) for s in r.subjects)) for r in log.remarks]
