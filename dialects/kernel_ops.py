@@ -282,9 +282,9 @@ class ComboOp(IRDLOperation):
         ops = list(self.body.block.ops)
         if not ops or not isinstance(ops[-1], OutputOp):
             raise VerifyException(f"{where}: must end with fusec.output")
-        kernels = ops[:-1]
-        if any(not isinstance(k, KernelOp) for k in kernels):
+        if any(not isinstance(k, KernelOp) for k in ops[:-1]):
             raise VerifyException(f"{where}: holds only fusec.kernel ops")
+        kernels = [k for k in ops[:-1] if isinstance(k, KernelOp)]
         produced = {r for k in kernels for r in k.results}
         for k in kernels:
             if any(v in produced for v in k.operands):

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeAlias
 
 import sympy
 
-Dim = sympy.Expr
+Dim: TypeAlias = sympy.Expr
 INDEX_VARS = ("x", "r")
 _SYMBOL_NAME = re.compile(r"^[a-z][a-z_]*[0-9]*$")
 
@@ -410,7 +411,7 @@ def _coeff_and_core(t: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
     return sympy.Mul(*[f for f in factors if f is not cores[0]]), cores[0]
 
 
-def integer_range(e: sympy.Expr) -> tuple[int, float]:
+def integer_range(e: sympy.Expr) -> tuple[float, float]:
     """Bounds (lo, hi) of a non-negative index expression; hi may be inf."""
     if e.is_Integer:
         return int(e), int(e)
