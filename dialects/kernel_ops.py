@@ -277,6 +277,13 @@ class ComboOp(IRDLOperation):
     def kernels(self) -> list[KernelOp]:
         return [op for op in self.body.block.ops if isinstance(op, KernelOp)]
 
+    @property
+    def output_op(self) -> OutputOp:
+        """The terminator, which the verifier made a fusec.output."""
+        last = self.body.block.last_op
+        assert isinstance(last, OutputOp), "fusec.combo ends with fusec.output"
+        return last
+
     def verify_(self) -> None:
         where = f"fusec.combo @{self.sym_name.data}"
         ops = list(self.body.block.ops)
