@@ -188,7 +188,7 @@ def checked_tensor_type(op: Operation, value: SSAValue, what: str) -> TensorType
     return value.type
 
 
-def tensor_type(value: SSAValue) -> TensorType:
+def tensor_type_of(value: SSAValue) -> TensorType:
     """The type of a value the verifiers already made a tensor (a graph's or a kernel's operand or result)."""
     assert isinstance(value.type, TensorType), f"expected a !fusec.tensor, got {value.type}"
     return value.type

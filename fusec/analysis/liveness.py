@@ -19,7 +19,7 @@ from xdsl.ir import Operation, OpResult, SSAValue
 from fusec.analysis.cost_model import SizeHints, buffer_bytes, element_bytes, resolve_size_hints, storage_numel
 from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import tensor_type
+from fusec.dialects.attributes import tensor_type_of
 
 VIEW_OPS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
 
@@ -119,10 +119,10 @@ def peak_memory_estimate(graph: F.GraphOp, size_hints: SizeHints | Mapping[str, 
     """
     hints = size_hints if isinstance(size_hints, SizeHints) else resolve_size_hints(graph, size_hints)
     steps, outputs = graph_steps(graph)
-    inputs = sum(buffer_bytes(tensor_type(a), hints) for a in graph.block.args)
+    inputs = sum(buffer_bytes(tensor_type_of(a), hints) for a in graph.block.args)
     peak = 0
     for live in live_sets(steps, outputs):
-        peak = max(peak, sum(buffer_bytes(tensor_type(v), hints) for v in live))
+        peak = max(peak, sum(buffer_bytes(tensor_type_of(v), hints) for v in live))
     return inputs + peak
 
 
@@ -131,7 +131,7 @@ def peak_memory_estimate(graph: F.GraphOp, size_hints: SizeHints | Mapping[str, 
 
 def moment_bytes(live: Iterable[SSAValue]) -> sympy.Expr:
     """Bytes held by a live set, as an expression over the size symbols."""
-    return sum((storage_numel(tensor_type(v)) * element_bytes(v.type) for v in live), sympy.Integer(0))
+    return sum((storage_numel(tensor_type_of(v)) * element_bytes(v.type) for v in live), sympy.Integer(0))
 
 
 def provably_at_most(small: sympy.Expr, large: sympy.Expr, lower_bounds: Mapping[str, int]) -> bool:

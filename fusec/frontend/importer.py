@@ -33,7 +33,7 @@ from xdsl.ir import Region, SSAValue
 from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import tensor_type
+from fusec.dialects.attributes import tensor_type_of
 from fusec.frontend.aten_ops import lower_call
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.exprs import symbol_bounds
@@ -185,7 +185,7 @@ class GraphImporter(GraphBuilder):
         carriers = self._add_size_carriers(symbols)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
                           [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
-        info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type(a) for a in self.block.args), tuple(self.constants),
+        info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
                           self.device)
         try:
@@ -269,7 +269,7 @@ class GraphImporter(GraphBuilder):
             if slot.kind == "symint":
                 used += sorted(shapes.free_size_symbols([slot.expr]))
         for arg in self.block.args:
-            used += sorted(shapes.free_size_symbols(tensor_type(arg).dims + tensor_type(arg).layout))
+            used += sorted(shapes.free_size_symbols(tensor_type_of(arg).dims + tensor_type_of(arg).layout))
         for op in self.block.walk():
             used += sorted({name for name, _ in F.op_symbol_uses(op)})
         ranges = {str(k): v for k, v in getattr(self.shape_env, "var_to_range", {}).items()}

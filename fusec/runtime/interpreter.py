@@ -18,7 +18,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from fusec.analysis.bind_plan import InputMismatch, UnboundSymbol, bind_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import tensor_type
+from fusec.dialects.attributes import tensor_type_of
 from fusec.dialects.extern_calls import call_extern
 
 
@@ -206,7 +206,7 @@ def run_kernel(kernel: F.KernelOp, inputs: Sequence[torch.Tensor], env: dict[str
     full = (xnumel, rnumel)
     outputs = [
         torch.empty_strided(_shape(t, env), [shapes.evaluate(s, env) for s in t.layout], dtype=F.torch_dtype(t), device=device)
-        for t in (tensor_type(r) for r in kernel.outputs)
+        for t in (tensor_type_of(r) for r in kernel.outputs)
     ]
     vals: dict[SSAValue, torch.Tensor] = {}
     flats: dict[SSAValue, torch.Tensor] = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs, strict=True)}
