@@ -111,9 +111,9 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     inputs: list[SSAValue] = []
     for k in kernels:
         inputs += [v for v in k.inputs if v not in inputs]
-    outputs = [r for k in kernels for r in k.results]
+    outputs: list[SSAValue] = [r for k in kernels for r in k.results]
     pointer_name = {v: f"in_ptr{j}" for j, v in enumerate(inputs)}
-    out_name = {r: f"out_ptr{j}" for j, r in enumerate(outputs)}
+    out_name: dict[SSAValue, str] = {r: f"out_ptr{j}" for j, r in enumerate(outputs)}
 
     symbols: dict[str, str] = {}  # size symbol -> the combo's argument for it
     members, size_params, branches, constexprs, texts = [], [], [], [], []
@@ -227,20 +227,20 @@ def combo_launch_lines(combo: F.ComboOp, tc: TritonCombo, writer) -> list[str]:
     """
     lines = [writer.allocate(r) for k in combo.kernels for r in k.results]
     names = writer.names
-    for outer, inner in zip(combo.outputs, combo.body.block.last_op.operands, strict=True):
+    for outer, inner in zip(combo.outputs, combo.output_op.operands, strict=True):
         names[outer] = names[inner]
     static = not any(e.free_symbols for _, e in tc.size_args)
     if static:  # every number is known: the launch line carries them
-        grid, warps, sizes, blocks = 0, 1, {}, []
+        grid, max_warps, sizes, blocks = 0, 1, {}, []
         for i, m in enumerate(tc.members):
             x, r = int(m.xnumel), int(m.rnumel) if m.rnumel is not None else 1
             cfg = m.config(x, r)
             sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
             blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
-            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
+            grid, max_warps = grid + shapes.ceil_div(x, cfg.xblock), max(max_warps, cfg.num_warps)
         args = [names[v] for v in tc.pointers] + [sizes.get(n) or writer.py(e) for n, e in tc.size_args]
         if grid:
-            lines.append(writer.launch(tc.name, str(grid), str(warps), args, len(tc.pointers), blocks))
+            lines.append(writer.launch(tc.name, str(grid), str(max_warps), args, len(tc.pointers), blocks))
         return lines
     counts, warps, blocks = [], [], []
     same: dict[str, str] = {}  # a member sized like an earlier one reuses its variables

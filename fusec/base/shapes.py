@@ -325,7 +325,7 @@ def broadcast_shapes(*shapes: Sequence[Dim]) -> list[sympy.Expr] | None:
     return out
 
 
-def evaluate(e: sympy.Basic, env: dict[str, int]) -> int:
+def evaluate(e: sympy.Basic, env: Mapping[str, int]) -> int:
     """The integer value of an expression under a binding of its symbols."""
     value = sympy.sympify(e).subs({symbol(k): v for k, v in env.items()})
     if not value.is_Integer:
