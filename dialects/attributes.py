@@ -188,6 +188,12 @@ def checked_tensor_type(op: Operation, value: SSAValue, what: str) -> TensorType
     return value.type
 
 
+def tensor_type_of(value: SSAValue) -> TensorType:
+    """The type of a value the verifiers already made a tensor (a graph's or a kernel's operand or result)."""
+    assert isinstance(value.type, TensorType), f"expected a !fusec.tensor, got {value.type}"
+    return value.type
+
+
 def check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sympy.Expr], what: str) -> None:
     """A verifier's check that a shape is provably the one the op computes."""
     if len(got) != len(want) or any(not shapes.provably_equal(a, b) for a, b in zip(got, want, strict=True)):

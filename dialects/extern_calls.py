@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 import torch
@@ -25,7 +26,7 @@ from fusec.dialects import fusec as F
 
 def resolve_target(target: str) -> Callable:
     """``aten.mm.default`` -> ``torch.ops.aten.mm.default``; raises LookupError when unknown."""
-    obj = torch.ops
+    obj: Any = torch.ops
     try:
         for part in target.split("."):
             obj = getattr(obj, part)

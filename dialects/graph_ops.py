@@ -87,6 +87,13 @@ class GraphOp(IRDLOperation):
         return self.body.block
 
     @property
+    def output_op(self) -> OutputOp:
+        """The terminator, which the verifier made a fusec.output."""
+        last = self.block.last_op
+        assert isinstance(last, OutputOp), "fusec.graph ends with fusec.output"
+        return last
+
+    @property
     def declared_symbols(self) -> dict[str, SymbolAttr]:
         return {s.sym.data: s for s in self.symbols.data}
 

@@ -373,14 +373,21 @@ class ComboOp(IRDLOperation):
     def kernels(self) -> list[KernelOp]:
         return [op for op in self.body.block.ops if isinstance(op, KernelOp)]
 
+    @property
+    def output_op(self) -> OutputOp:
+        """The terminator, which the verifier made a fusec.output."""
+        last = self.body.block.last_op
+        assert isinstance(last, OutputOp), "fusec.combo ends with fusec.output"
+        return last
+
     def verify_(self) -> None:
         where = f"fusec.combo @{self.sym_name.data}"
         ops = list(self.body.block.ops)
         if not ops or not isinstance(ops[-1], OutputOp):
             raise VerifyException(f"{where}: must end with fusec.output")
-        kernels = ops[:-1]
-        if any(not isinstance(k, KernelOp) for k in kernels):
+        if any(not isinstance(k, KernelOp) for k in ops[:-1]):
             raise VerifyException(f"{where}: holds only fusec.kernel ops")
+        kernels = [k for k in ops[:-1] if isinstance(k, KernelOp)]
         produced = {r for k in kernels for r in k.results}
         for k in kernels:
             if any(v in produced for v in k.operands):

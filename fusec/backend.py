@@ -176,7 +176,7 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             outputs = execute(tensors)
             return [outputs[i] for i in picked]
 
-    run._boxed_call = True
+    setattr(run, "_boxed_call", True)  # noqa: B010 -- AOTAutograd's flag on a function object, unknown to the type checker
     return run
 
 

@@ -319,7 +319,7 @@ def run_pipeline(
     def callback(previous: ModulePass | None, module: ModuleOp, upcoming: ModulePass | None) -> None:
         before = state["text"]
         verify_module(module, "input IR" if previous is None else f"IR after pass '{previous.name}'")
-        text = module_text(module) if wants_text else None
+        text = module_text(module) if wants_text else ""  # no dump or print reads it then
         if previous is None:
             if dumps:
                 dumps.write(0, "input", text)

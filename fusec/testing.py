@@ -12,6 +12,7 @@ from xdsl.printer import Printer
 
 from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.dialects.fusec import Fusec, GraphOp, KernelOp
 from fusec.runtime import interpreter
 
@@ -41,7 +42,7 @@ def random_inputs(module: ModuleOp | GraphOp, sizes: dict[str, int], seed: int =
     gen = torch.Generator().manual_seed(seed)
     out = []
     for arg in graph.block.args:
-        shape = [shapes.evaluate(d, sizes) for d in arg.type.dims]
+        shape = [shapes.evaluate(d, sizes) for d in tensor_type_of(arg).dims]
         dtype = F.torch_dtype(arg.type)
         if dtype.is_floating_point:
             t = torch.randn(shape, generator=gen).to(dtype)

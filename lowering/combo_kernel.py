@@ -159,9 +159,9 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     inputs: list[SSAValue] = []
     for k in kernels:
         inputs += [v for v in k.inputs if v not in inputs]
-    outputs = [r for k in kernels for r in k.results]
+    outputs: list[SSAValue] = [r for k in kernels for r in k.results]
     pointer_name = {v: f"in_ptr{j}" for j, v in enumerate(inputs)}
-    out_name = {r: f"out_ptr{j}" for j, r in enumerate(outputs)}
+    out_name: dict[SSAValue, str] = {r: f"out_ptr{j}" for j, r in enumerate(outputs)}
 
     symbols: dict[str, str] = {}  # size symbol -> the combo's argument for it
     members, size_params, branches, constexprs, texts = [], [], [], [], []

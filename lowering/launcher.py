@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import sympy
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -28,12 +29,22 @@ from fusec.analysis.bind_plan import InputMismatch, bind_plan
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
 
 _VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
+
+
+class KernelSource(Protocol):
+    """What the runtime loads of a kernel (a ``TritonKernel`` or a ``TritonCombo``): its name and module source."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def source(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,7 @@ class _LauncherWriter:
         self.externs: dict[str, str] = {}
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
-        self.sites: dict[str, tuple[set[int], ...]] = {}  # kernel -> (checked pointers, runtime ints, constexprs)
+        self.sites: dict[str, tuple[set[int], set[int], set[int]]] = {}  # kernel -> (checked pointers, runtime ints, constexprs)
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
 
     def py(self, e: sympy.Expr) -> str:
@@ -149,7 +160,7 @@ class _LauncherWriter:
         """The line allocating a new (aligned) buffer for a kernel's output ``value``."""
         name = self.new_buffer(value)
         self.aligned.add(name)
-        t = value.type
+        t = tensor_type_of(value)
         return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
                 f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
 
@@ -179,7 +190,7 @@ class _LauncherWriter:
         prologue = self.prologue()
         lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
         source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
-        keys = tuple((k, *(tuple(sorted(p)) for p in positions)) for k, positions in self.sites.items())
+        keys = tuple((k, tuple(sorted(a)), tuple(sorted(b)), tuple(sorted(c))) for k, (a, b, c) in self.sites.items())
         return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys)
 
     def op_lines(self, op: Operation) -> list[str]:
@@ -247,7 +258,7 @@ class _LauncherWriter:
         tc = lower_combo(op, self.hints, None, self.options)
         self.add_kernel(tc)
         lines = [self.allocate(r) for k in op.kernels for r in k.results]
-        for outer, inner in zip(op.outputs, op.body.block.last_op.operands, strict=True):
+        for outer, inner in zip(op.outputs, op.output_op.operands, strict=True):
             self.names[outer] = self.names[inner]
         return lines + tc.launch_lines(self, [self.names[v] for v in tc.pointers])
 
@@ -271,7 +282,7 @@ class _LauncherWriter:
             target_list = f"{outs[0]}," if len(outs) == 1 else ", ".join(outs)
             lines = [f"{target_list} = _pick_results({call}, {tuple(op.result_positions)!r})"] if outs else [call]
         for name, r in zip(outs, op.outputs, strict=True):
-            t = r.type
+            t = tensor_type_of(r)
             layout = self.shape_tuple(t.layout)
             # An op may return an undefined tensor (None) where its meta function promised an empty one
             # (fused attention's sequence offsets): it passes on as None, as in eager.
@@ -279,10 +290,10 @@ class _LauncherWriter:
             lines.append(f"    {name} = _as_layout({name}, {layout})")
         return lines
 
-    def view(self, op: Operation) -> list[str]:
+    def view(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp) -> list[str]:
         src = self.names[op.input]
         out = self.new_buffer(op.result)
-        t = op.result.type
+        t = tensor_type_of(op.result)
         if isinstance(op, F.ReshapeOp):
             lines = [f"{out} = {src}.reshape({self.shape_tuple(t.dims)})"]  # a copy where no view exists
         elif isinstance(op, F.PermuteOp):
@@ -303,7 +314,7 @@ class _LauncherWriter:
     # ------------------------------------------------------------ prologue
 
     def prologue(self) -> list[str]:
-        args = list(self.graph.block.args)
+        args: list[SSAValue] = list(self.graph.block.args)
         lines = [f"if len(inputs) != {len(args)}:", f"    _bad_input_count({self.gname!r}, {len(args)}, inputs)"]
         if args:
             lines.append(f"{', '.join(self.names[a] for a in args)} = inputs" if len(args) > 1 else "arg0 = inputs[0]")
@@ -313,14 +324,14 @@ class _LauncherWriter:
         # Checks use every symbol the input types mention, layouts those of the strides.
         for a in args:
             if self.check_shapes:
-                self.shape_tuple(a.type.dims)
+                self.shape_tuple(tensor_type_of(a).dims)
             if self.check_strides:
-                self.shape_tuple(a.type.layout)
+                self.shape_tuple(tensor_type_of(a).layout)
         lines += self.bind_symbols(args)
         # The plan's remaining checks: each input's whole shape (a wrong dim, or one that no integer value of its
         # symbol gives, is a wrong input) and its strides (a different layout is copied into the declared one).
         for i, a in enumerate(args):
-            t = a.type
+            t = tensor_type_of(a)
             name = self.names[a]
             if self.check_shapes:
                 shape = self.shape_tuple(t.dims)
@@ -370,8 +381,8 @@ def _graph_operands(op: Operation) -> list[SSAValue]:
 def _graph_results(op: Operation) -> list[SSAValue]:
     """The buffers an op makes: for a combo, every kernel output (those it does not yield die at once)."""
     if isinstance(op, F.ComboOp):
-        yielded = set(op.body.block.last_op.operands)
-        return list(op.results) + [r for k in op.kernels for r in k.results if r not in yielded]
+        yielded = set(op.output_op.operands)
+        return [*op.results, *(r for k in op.kernels for r in k.results if r not in yielded)]
     return list(op.results)
 
 

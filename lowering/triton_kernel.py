@@ -49,6 +49,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis import heuristics
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
 from fusec.lowering.launching import LaunchSite, config_code, launch_config
@@ -449,7 +450,7 @@ class _KernelWriter:
         ptr = f"{self.buffers[op.buffer]} + ({idx})"
         if (ix, ir) != (hx, hr):
             ptr = f"tl.broadcast_to({ptr}, {self.shape(hx, hr)})"
-        out_dtype = F.dtype_name(op.buffer.type.element_type)
+        out_dtype = F.dtype_name(tensor_type_of(op.buffer).element_type)
         value = v.name if out_dtype == v.dtype else ops.convert(v.name, v.dtype, out_dtype)
         mask = self.mask(hx, hr, op.mask)
         line = f"tl.store({ptr}, {value}, {mask})" if mask else f"tl.store({ptr}, {value})"
@@ -501,7 +502,7 @@ class _KernelWriter:
     def _assemble(self, stmts: list[_Stmt]) -> list[str]:
         if self.kind != "looped":
             return ["    " + line for s in stmts for line in s.lines]
-        by_value = {r: s for s in stmts for r in s.op.results}
+        by_value: dict[SSAValue, _Stmt] = {r: s for s in stmts for r in s.op.results}
         reductions = [s for s in stmts if isinstance(s.op, F.ReduceROp)]
         phases = max((s.phase for s in reductions), default=0)
         r_stores = [s for s in stmts if isinstance(s.op, F.StoreOp) and s.has_r]

@@ -108,6 +108,7 @@ class _GraphGrouper:
         kernels = [n for n in self.schedule.nodes if isinstance(n.ops[0], F.KernelOp)]
         for node in kernels:
             kernel = node.ops[0]
+            assert isinstance(kernel, F.KernelOp)
             node.costs, node.classes = [kernel_cost(kernel, self.hints)], {self._length_class(kernel)}
             if self._is_large_pointwise(kernel):
                 self._remark_large(node, kernels)
@@ -147,9 +148,9 @@ class _GraphGrouper:
 
     def _try_join(self, group: Node, node: Node) -> Node | Refusal:
         """Moves ``node`` into ``group`` and returns the merged node, or says why not."""
-        members = [k.sym_name.data for k in group.ops]
+        members = [k.sym_name.data for k in _kernels(group)]
         if self.schedule.related(group, node):
-            direct = [k.sym_name.data for k in group.ops if depends(k, node.ops[0]) or depends(node.ops[0], k)]
+            direct = [k.sym_name.data for k in _kernels(group) if depends(k, node.ops[0]) or depends(node.ops[0], k)]
             why = f"@{direct[0]}" if direct else f"the group {members} (through a dependence of another member)"
             return Refusal("dependence", f"a dependence path links it to {why}")
         (cls,) = node.classes
@@ -161,7 +162,7 @@ class _GraphGrouper:
             return Refusal("pointwise-reduction-mix", f"a {cls} does not join a group of {'/'.join(sorted(group.classes))} {members}")
         if len(group.ops) >= self.o.max_subkernels:
             return Refusal("limit-max-subkernels", f"the group {members} already has max-subkernels={self.o.max_subkernels} kernels")
-        args = combo_arg_count(group.ops + node.ops)
+        args = combo_arg_count(_kernels(group) + _kernels(node))
         if args > self.o.max_args:
             return Refusal("limit-max-args", f"the combined kernel would take {args} arguments > max-args={self.o.max_args}",
                            {"args": args})
@@ -250,7 +251,7 @@ class _GraphGrouper:
         """True/False: the combo was timed faster/slower than its kernels alone; None: not timed."""
         if not self.o.benchmark:
             return None
-        kernels = list(group.ops)
+        kernels = _kernels(group)
         if not cuda_available():
             remarks.emit(self.o.name, "benchmark-skipped", "no CUDA device: the cost model's grouping stands",
                          *kernels, **self.hints.remark_data())
@@ -278,6 +279,7 @@ class _GraphGrouper:
 
     def _remark_large(self, node: Node, kernels: list[Node]) -> None:
         kernel = node.ops[0]
+        assert isinstance(kernel, F.KernelOp)
         if any(k is not node and not self.schedule.related(k, node) for k in kernels):
             numel = self.hints(kernel.domain_exprs[0])
             remarks.emit(self.o.name, "large-pointwise",
@@ -292,17 +294,24 @@ class _GraphGrouper:
 
     def _rewrite(self, combo_count: int) -> int:
         block = self.graph.block
-        terminator = block.last_op
+        terminator = self.graph.output_op
         for node in self.schedule.nodes:
             for op in node.ops:
                 op.detach()
         for node in self.schedule.nodes:
             if len(node.ops) > 1:
-                block.insert_op_before(make_combo(f"fusec_combo_{combo_count}", node.ops), terminator)
+                block.insert_op_before(make_combo(f"fusec_combo_{combo_count}", _kernels(node)), terminator)
                 combo_count += 1
             else:
                 block.insert_op_before(node.ops[0], terminator)
         return combo_count
+
+
+def _kernels(node: Node) -> list[F.KernelOp]:
+    """The ops of a node that groups kernels (the grouper joins kernel nodes only)."""
+    kernels = [op for op in node.ops if isinstance(op, F.KernelOp)]
+    assert len(kernels) == len(node.ops), "a group holds kernels only"
+    return kernels
 
 
 def make_combo(name: str, kernels: Sequence[F.KernelOp]) -> F.ComboOp:

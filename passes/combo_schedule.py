@@ -18,6 +18,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.cost_model import KernelCost, SizeHints, buffer_bytes
 from fusec.analysis.liveness import Step, live_intervals, live_masks, moment_bytes, op_step, storage_root
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 
 
 @dataclass(eq=False)
@@ -41,7 +42,7 @@ class Schedule:
     def __init__(self, graph: F.GraphOp):
         self.graph = graph
         self.nodes = [Node([op], op_step(op)) for op in graph.block.ops if not isinstance(op, F.OutputOp)]
-        self.outputs = frozenset(storage_root(v) for v in graph.block.last_op.operands)
+        self.outputs = frozenset(storage_root(v) for v in graph.output_op.operands)
         values = sorted({v for n in self.nodes for v in n.step.allocates | n.step.reads}, key=_value_order(self.nodes))
         self.values = values
         self.index = {v: i for i, v in enumerate(values)}
@@ -49,7 +50,7 @@ class Schedule:
 
     def refresh(self) -> None:
         self.position = {id(n): i for i, n in enumerate(self.nodes)}
-        self.defined_by = {v: i for i, n in enumerate(self.nodes) for op in n.ops for v in op.results}
+        self.defined_by: dict[SSAValue, int] = {v: i for i, n in enumerate(self.nodes) for op in n.ops for v in op.results}
         self.ancestors: list[int] = []
         for n in self.nodes:
             anc = 0
@@ -136,7 +137,7 @@ class Schedule:
         """The byte counts (over the size symbols) of the ``count`` fullest moments under the size hints."""
         if self._heaviest is None:
             masks = set(self.live(0, len(self.nodes)))
-            weight = {m: sum(buffer_bytes(v.type, hints) for v in self.buffers(m)) for m in masks}
+            weight = {m: sum(buffer_bytes(tensor_type_of(v), hints) for v in self.buffers(m)) for m in masks}
             fullest = sorted(weight, key=lambda m: -weight[m])[:count]
             self._heaviest = [moment_bytes(self.buffers(m)) for m in fullest]
         return self._heaviest
@@ -144,7 +145,7 @@ class Schedule:
 
 def _value_order(nodes: list[Node]):
     """Buffers numbered in the order they appear (a stable bit order for live masks)."""
-    first = {}
+    first: dict[SSAValue, int] = {}
     for i, n in enumerate(nodes):
         for op in n.ops:
             for v in op.results:
@@ -166,6 +167,7 @@ def operands_of(ops: Sequence[Operation]) -> list[SSAValue]:
 def depends(later: Operation, earlier: Operation) -> bool:
     """Whether a path of def-use edges (through any graph-level op) leads from ``earlier`` to ``later``."""
     graph = earlier.parent_op()
+    assert isinstance(graph, F.GraphOp), "graph-level ops"
     seen: set[int] = set()
     work = [earlier]
     while work:
@@ -182,6 +184,7 @@ def depends(later: Operation, earlier: Operation) -> bool:
 
 
 def graph_level(op: Operation, graph: F.GraphOp) -> Operation:
-    while op.parent_op() is not graph:
-        op = op.parent_op()
+    while (parent := op.parent_op()) is not graph:
+        assert parent is not None, "op lies inside graph"
+        op = parent
     return op

@@ -12,7 +12,9 @@ This is the correctness baseline: the pipeline is complete with no fusion pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 from xdsl.context import Context
@@ -23,6 +25,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
@@ -41,16 +44,16 @@ class KernelNamer:
 
 
 def pointwise_kernel(op: F.PointwiseOp, name: str) -> F.KernelOp:
-    out = op.result.type.contiguous()
+    out = tensor_type_of(op.result).contiguous()
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
-    args = [kb.element(v, broadcast_index(v.type, out.dims, idx)) for v in op.inputs]
+    args = [kb.element(v, broadcast_index(tensor_type_of(v), out.dims, idx)) for v in op.inputs]
     kb.store(kb.add(F.PointwiseOp(op.fn.data, args, out.element_type)), out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
 
 
 def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
-    in_t, out = op.input.type, op.result.type.contiguous()
+    in_t, out = tensor_type_of(op.input), tensor_type_of(op.result).contiguous()
     reduced = op.dim_list
     kept_dims = [d for i, d in enumerate(in_t.dims) if i not in reduced]
     red_dims = [in_t.dims[i] for i in reduced]
@@ -64,13 +67,13 @@ def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
 
 
 def cat_kernel(op: F.CatOp, name: str) -> F.KernelOp:
-    out, d = op.result.type.contiguous(), op.dim.data
+    out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
     position = kb.symbolic(idx[d])
     start, pieces = sympy.Integer(0), []
     for v in op.inputs:
-        end = start + v.type.dims[d]
+        end = start + tensor_type_of(v).dims[d]
         inside = kb.add(F.PointwiseOp("logical_and", [
             kb.add(F.PointwiseOp("ge", [position, kb.symbolic(start)], F.BOOL)),
             kb.add(F.PointwiseOp("lt", [position, kb.symbolic(end)], F.BOOL))], F.BOOL))
@@ -94,21 +97,21 @@ def _gather_index(kb: KernelBuilder, index_value, idx, extent: sympy.Expr):
 
 
 def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
-    out, d = op.result.type.contiguous(), op.dim.data
-    k = op.index.type.rank
+    out, d = tensor_type_of(op.result).contiguous(), op.dim.data
+    k = tensor_type_of(op.index).rank
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
-    j = _gather_index(kb, op.index, idx[d:d + k], op.input.type.dims[d])
+    j = _gather_index(kb, op.index, idx[d:d + k], tensor_type_of(op.input).dims[d])
     value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + k:])
     kb.store(value, out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
 
 
 def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
-    out, d = op.result.type.contiguous(), op.dim.data
+    out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
     kb = KernelBuilder()
-    j = _gather_index(kb, op.index, idx, op.input.type.dims[d])
+    j = _gather_index(kb, op.index, idx, tensor_type_of(op.input).dims[d])
     value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + 1:])
     kb.store(value, out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
@@ -116,7 +119,7 @@ def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
 
 def materialize_kernel(op: F.ConstantOp | F.SymbolicOp, name: str) -> F.KernelOp:
     """A constant or symbolic value that an extern or the output needs as a real tensor."""
-    out = op.result.type.contiguous()
+    out = tensor_type_of(op.result).contiguous()
     kb = KernelBuilder()
     kb.store(kb.element(op.result, shapes.flat_to_dims(X, out.dims)), out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
@@ -130,8 +133,9 @@ def _fn_name(op: Operation) -> tuple[str, str]:
     return "poi", op.name.removeprefix("fusec.")
 
 
-BUILDERS = {F.PointwiseOp: pointwise_kernel, F.ReduceOp: reduce_kernel, F.CatOp: cat_kernel,
-            F.IndexOp: index_kernel, F.GatherOp: gather_kernel}
+BUILDERS: dict[type[Operation], Callable[[Any, str], F.KernelOp]] = {
+    F.PointwiseOp: pointwise_kernel, F.ReduceOp: reduce_kernel, F.CatOp: cat_kernel,
+    F.IndexOp: index_kernel, F.GatherOp: gather_kernel}
 
 
 @dataclass

@@ -17,6 +17,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 
 # Stands for a run-time index (a gather's loaded value) while views are folded.
 GATHERED = sympy.Symbol("gathered_", integer=True)
@@ -28,7 +29,7 @@ def view_source(value: SSAValue, idx: Sequence[sympy.Expr]) -> tuple[SSAValue, l
     while True:
         op = value.owner
         if isinstance(op, F.ReshapeOp):
-            out_t, in_t = op.result.type, op.input.type
+            out_t, in_t = tensor_type_of(op.result), tensor_type_of(op.input)
             strides = shapes.contiguous_strides(out_t.dims)
             flat = shapes.simplify_index(sum((i * s for i, s in zip(idx, strides, strict=True)), sympy.Integer(0)))
             idx = shapes.flat_to_dims(flat, in_t.dims)
@@ -38,7 +39,7 @@ def view_source(value: SSAValue, idx: Sequence[sympy.Expr]) -> tuple[SSAValue, l
                 new[p] = idx[i]
             idx = new
         elif isinstance(op, F.ExpandOp):
-            in_t, out_t = op.input.type, op.result.type
+            in_t, out_t = tensor_type_of(op.input), tensor_type_of(op.result)
             lead = out_t.rank - in_t.rank
             idx = [sympy.Integer(0) if d == 1 and out_t.dims[lead + k] != 1 else idx[lead + k] for k, d in enumerate(in_t.dims)]
         elif isinstance(op, F.SliceOp):
@@ -96,15 +97,15 @@ class KernelBuilder:
         source, idx = view_source(value, idx)
         owner = source.owner
         if isinstance(owner, F.ConstantOp):
-            return self.constant(owner.value.data, owner.result.type.element_type)
+            return self.constant(owner.value.data, tensor_type_of(owner.result).element_type)
         if isinstance(owner, F.SymbolicOp):
-            return self.symbolic(owner.expr.data, owner.result.type.element_type)
-        if any(sympy.sympify(d) == 0 for d in source.type.dims):
+            return self.symbolic(owner.expr.data, tensor_type_of(owner.result).element_type)
+        if any(sympy.sympify(d) == 0 for d in tensor_type_of(source).dims):
             # A static empty tensor has no element to read and its value is never used, but a reduction over
             # an empty r still runs its x: a load there (at index 0, flat_to_dims' index into an empty shape)
             # would not depend on r, so rmask would not cover it and it would read past the buffer.
-            return self.constant(0, source.type.element_type)
-        offset = storage_offset(source.type, idx)
+            return self.constant(0, tensor_type_of(source).element_type)
+        offset = storage_offset(tensor_type_of(source), idx)
         gathered = None
         if GATHERED in offset.free_symbols:
             gathered = self._gathered_offset(offset)

@@ -115,7 +115,7 @@ def flat_maps(domain: Sequence[sympy.Expr], hints: Iterable[sympy.Expr] = ()) ->
                 candidates.append(atom.args[1])
     if xnumel not in candidates:
         candidates.append(xnumel)
-    maps = []
+    maps: list[sympy.Expr] = []
     for b in candidates:
         if not sympy.cancel(xnumel / b).is_integer:
             continue

@@ -131,7 +131,8 @@ class BodyBuilder:
                 del self.inputs[i]
         name = merged_name(merged, self.block, self.domain, number_from, graph)
         kernel = F.KernelOp(name, self.domain, self.inputs, [t for t, _ in self.outputs], region)
-        replaced = {old: new for (_, old), new in zip(self.outputs, kernel.outputs, strict=True) if old is not None}
+        replaced: dict[SSAValue, SSAValue] = {old: new for (_, old), new in zip(self.outputs, kernel.outputs, strict=True)
+                                              if old is not None}
         return kernel, replaced
 
 
@@ -388,7 +389,7 @@ class Declines:
         """Externs never merge: a decline for each of ``readers`` that reads an extern's result (extern-producer)
         and each of ``feeders`` that feeds an extern (extern-consumer), views in between or not."""
         for k in readers:
-            inputs: dict[Operation, list[str]] = {}  # extern -> the inputs of k it gives (two matmuls: which is which)
+            inputs: dict[F.ExternOp, list[str]] = {}  # extern -> the inputs of k it gives (two matmuls: which is which)
             for i, v in enumerate(k.inputs):
                 if isinstance(source := graph.source(v), F.ExternOp):
                     inputs.setdefault(source, []).append(str(i))

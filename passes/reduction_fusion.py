@@ -76,7 +76,7 @@ def epilogue_mapping(k: F.KernelOp, e: F.KernelOp) -> Mapping | Decline:
     k_stores = stores_by_output(k)
     if k_stores is None:
         return "unsupported-producer", f"{describe(k)} stores an output more than once"
-    results = list(k.results)
+    results: list[SSAValue] = list(k.results)
     loads = loads_of(e, results)
     if any(ld.offset is not None for ld, _ in loads):
         return "indirect-load", f"{describe(e)} reads {describe(k)} at a run-time offset"
@@ -123,7 +123,7 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
     for arg, r in zip(k.output_args, results, strict=True):
         if any(u is not e for u in graph.readers(r)):  # still read elsewhere: keep storing it
             k_outs[arg] = bb.output(arg.type, r)
-    stored = {}
+    stored: dict[SSAValue, SSAValue] = {}
     for op in k.block.ops:
         if isinstance(op, F.StoreOp):
             stored[results[list(k.output_args).index(op.buffer)]] = vm[op.value]

@@ -243,6 +243,7 @@ class SplitReduction(RewritePattern):
             reason, message = shape
             remarks.emit(PASS, "split-declined", f"{reason}: {message}", op, reason=reason)
             return
+        assert isinstance(shape, Shape), "size_problem's other answer, \"\", returned above"
         splits = self.options.splits or self.auto_splits(op, outer)
         partials = partials_kernel(op, shape, splits)
         combined = combine_kernel(op, shape, partials, splits)
@@ -255,7 +256,9 @@ class SplitReduction(RewritePattern):
     def auto_splits(self, op: F.KernelOp, outer: bool) -> int:
         """S for about TARGET_PROGRAMS programs, each chunk at least MIN_CHUNK long (from the sizes' bounds:
         the fewest elements a row may have, the most rows), a power of two in [2, MAX_SPLITS]."""
-        bounds = op.parent_op().symbol_bounds  # a top-level kernel: its parent is the graph
+        graph = op.parent_op()
+        assert isinstance(graph, F.GraphOp), "a top-level kernel: its parent is the graph"
+        bounds = graph.symbol_bounds
         xnumel, rnumel = op.domain_exprs
         rows, length = size_range(xnumel, bounds)[1], size_range(rnumel, bounds)[0]
         programs = max(1, math.ceil(min(rows, 2**40) / (OUTER_COLUMNS if outer else 1)))
@@ -268,7 +271,9 @@ class SplitReduction(RewritePattern):
     def size_problem(self, op: F.KernelOp, outer: bool) -> Decline | str | None:
         """None when the rows are provably long and few, "" when provably not, else why it is unproven."""
         o = self.options
-        bounds = op.parent_op().symbol_bounds  # a top-level kernel: its parent is the graph
+        graph = op.parent_op()
+        assert isinstance(graph, F.GraphOp), "a top-level kernel: its parent is the graph"
+        bounds = graph.symbol_bounds
         xnumel, rnumel = op.domain_exprs
         (xlo, xhi), (rlo, rhi) = size_range(xnumel, bounds), size_range(rnumel, bounds)
         max_xnumel = o.max_outer_xnumel if outer else o.max_xnumel

@@ -125,7 +125,10 @@ def split_x(e: sympy.Expr, w: sympy.Expr, domain: Sequence[sympy.Expr]) -> sympy
 
 
 def _index(op: Operation) -> sympy.Expr:
-    return op.expr.data if isinstance(op, F.SymbolicOp) else op.index.data
+    if isinstance(op, F.SymbolicOp):
+        return op.expr.data
+    assert isinstance(op, (F.LoadOp, F.StoreOp)), "only accesses and size expressions have an index"
+    return op.index.data
 
 
 def _what(op: Operation) -> str:
@@ -133,7 +136,7 @@ def _what(op: Operation) -> str:
     return f"{kind} [{print_expr(_index(op))}]"
 
 
-def strided_accesses(kernel: F.KernelOp) -> list[Operation]:
+def strided_accesses(kernel: F.KernelOp) -> list[F.LoadOp | F.StoreOp]:
     """Loads and stores whose flat index moves by neither 0 nor 1 as x grows (run-time offsets aside)."""
     found = []
     for op in kernel.block.ops:

@@ -161,7 +161,8 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     """C's body with every load of P's outputs replaced by P's body re-indexed at the load's index."""
     bb = BodyBuilder(c.domain_exprs)
     p_stores = stores_by_output(p)
-    results = list(p.results)
+    assert p_stores is not None, "the plan declined a producer that stores an output twice"
+    results: list[SSAValue] = list(p.results)
     reads = {arg: results.index(v) for arg, v in zip(c.input_args, c.inputs, strict=True) if v in results}
     copies: dict[tuple, list[SSAValue]] = {}
 

@@ -13,6 +13,7 @@ BENCHMARKS.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable
 
@@ -81,7 +82,7 @@ PROGRAMS = [
     Program("optimizer16", _optimizer_step,
             lambda dt, dev: [torch.randn(s, device=dev, dtype=dt) for s in SIZES16 + SIZES16]),
 ]
-SIZES16 = [(256, 256), (256,), (1024, 256), (1024,), (256, 1024), (256,), (4096,), (512, 512),
+SIZES16: list[tuple[int, ...]] = [(256, 256), (256,), (1024, 256), (1024,), (256, 1024), (256,), (4096,), (512, 512),
            (512,), (2048, 128), (128,), (64, 64), (64,), (1000,), (333, 77), (77,)]
 
 
@@ -150,7 +151,7 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
         sys.exit(1)
     dt = getattr(torch, dtype)
     wanted = programs.split(",")
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for prog in [p for p in PROGRAMS if p.name in wanted]:
         torch.manual_seed(0)
         inputs = prog.make_inputs(dt, "cuda")
@@ -159,9 +160,9 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
             try:
                 f = compiled(prog.fn, backend, dynamic)
                 got = _flatten(f(*inputs))
-                tol = dict(rtol=2e-2, atol=2e-2) if dt != torch.float32 else dict(rtol=1e-4, atol=1e-4)
-                ok = all(torch.allclose(a.float(), b.float(), **tol) for a, b in zip(expected, got, strict=True))
-                kernels, gemms, gpu_us = profile_call(lambda f=f, inputs=inputs: f(*inputs))
+                tol = 2e-2 if dt != torch.float32 else 1e-4
+                ok = all(torch.allclose(a.float(), b.float(), rtol=tol, atol=tol) for a, b in zip(expected, got, strict=True))
+                kernels, gemms, gpu_us = profile_call(functools.partial(f, *inputs))
                 ms = triton.testing.do_bench(lambda f=f, inputs=inputs: f(*inputs), warmup=50, rep=300, return_mode="median")
                 rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{gpu_us:.1f}", f"{ms * 1000:.1f}"))
             except Exception as e:  # a failing backend is a row, not the end of the table

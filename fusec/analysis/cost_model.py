@@ -34,6 +34,7 @@ from xdsl.ir import SSAValue
 from fusec.analysis import heuristics
 from fusec.base import dtypes, shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 
 # Used for a size symbol with neither a hint option nor a declared lower bound above 1.
 DEFAULT_SIZE_HINT = 8192
@@ -86,7 +87,7 @@ def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = N
     declared = graph.declared_symbols
     used = set(declared)
     for arg in graph.block.args:
-        used |= shapes.free_size_symbols(arg.type.dims)
+        used |= shapes.free_size_symbols(tensor_type_of(arg).dims)
     for op in graph.walk():
         for prop in op.properties.values():
             if isinstance(prop, F.ExprAttr):
@@ -143,7 +144,7 @@ def kernel_bytes(kernel: F.KernelOp, hints: SizeHints) -> int:
             touched[op.buffer] = max(touched.get(op.buffer, 0), iterations)
     total = 0
     for buf, iterations in touched.items():
-        total += min(iterations, hints(storage_numel(buf.type))) * element_bytes(buf.type)
+        total += min(iterations, hints(storage_numel(tensor_type_of(buf)))) * element_bytes(buf.type)
     return total
 
 

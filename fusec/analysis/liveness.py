@@ -14,11 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.analysis.cost_model import SizeHints, buffer_bytes, element_bytes, resolve_size_hints, storage_numel
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 
 VIEW_OPS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
 
@@ -30,7 +31,8 @@ def storage_root(value: SSAValue) -> SSAValue:
         if isinstance(op, VIEW_OPS):
             value = op.input
         elif isinstance(op, F.ComboOp):
-            value = op.body.block.last_op.operands[value.index]
+            assert isinstance(value, OpResult)
+            value = op.output_op.operands[value.index]
         else:
             return value
 
@@ -105,7 +107,7 @@ def live_masks(intervals: Mapping[SSAValue, tuple[int, int]], index: Mapping[SSA
 def graph_steps(graph: F.GraphOp) -> tuple[list[Step], frozenset[SSAValue]]:
     """The graph's moments (its ops but the terminator) and the roots of its outputs."""
     ops = [op for op in graph.block.ops if not isinstance(op, F.OutputOp)]
-    outputs = frozenset(storage_root(v) for v in graph.block.last_op.operands)
+    outputs = frozenset(storage_root(v) for v in graph.output_op.operands)
     return [op_step(op) for op in ops], outputs
 
 
@@ -117,10 +119,10 @@ def peak_memory_estimate(graph: F.GraphOp, size_hints: SizeHints | Mapping[str, 
     """
     hints = size_hints if isinstance(size_hints, SizeHints) else resolve_size_hints(graph, size_hints)
     steps, outputs = graph_steps(graph)
-    inputs = sum(buffer_bytes(a.type, hints) for a in graph.block.args)
+    inputs = sum(buffer_bytes(tensor_type_of(a), hints) for a in graph.block.args)
     peak = 0
     for live in live_sets(steps, outputs):
-        peak = max(peak, sum(buffer_bytes(v.type, hints) for v in live))
+        peak = max(peak, sum(buffer_bytes(tensor_type_of(v), hints) for v in live))
     return inputs + peak
 
 
@@ -129,7 +131,7 @@ def peak_memory_estimate(graph: F.GraphOp, size_hints: SizeHints | Mapping[str, 
 
 def moment_bytes(live: Iterable[SSAValue]) -> sympy.Expr:
     """Bytes held by a live set, as an expression over the size symbols."""
-    return sum((storage_numel(v.type) * element_bytes(v.type) for v in live), sympy.Integer(0))
+    return sum((storage_numel(tensor_type_of(v)) * element_bytes(v.type) for v in live), sympy.Integer(0))
 
 
 def provably_at_most(small: sympy.Expr, large: sympy.Expr, lower_bounds: Mapping[str, int]) -> bool:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
 
@@ -86,7 +87,7 @@ def collect() -> Iterator[RemarkLog]:
 def describe(op: Operation) -> str:
     """A short name for an op in a remark: a kernel's symbol, else its op name."""
     sym = op.properties.get("sym_name")
-    return f"@{sym.data}" if sym is not None else op.name
+    return f"@{sym.data}" if isinstance(sym, StringAttr) else op.name
 
 
 def emit(pass_name: str, code: str, message: str, *subjects: Operation | str, **data) -> None:

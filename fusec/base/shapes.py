@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeAlias
 
 import sympy
 
-Dim = sympy.Expr
+Dim: TypeAlias = sympy.Expr
 INDEX_VARS = ("x", "r")
 _SYMBOL_NAME = re.compile(r"^[a-z][a-z_]*[0-9]*$")
 
@@ -324,7 +325,7 @@ def broadcast_shapes(*shapes: Sequence[Dim]) -> list[sympy.Expr] | None:
     return out
 
 
-def evaluate(e: sympy.Basic, env: dict[str, int]) -> int:
+def evaluate(e: sympy.Basic, env: Mapping[str, int]) -> int:
     """The integer value of an expression under a binding of its symbols."""
     value = sympy.sympify(e).subs({symbol(k): v for k, v in env.items()})
     if not value.is_Integer:
@@ -410,7 +411,7 @@ def _coeff_and_core(t: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
     return sympy.Mul(*[f for f in factors if f is not cores[0]]), cores[0]
 
 
-def integer_range(e: sympy.Expr) -> tuple[int, float]:
+def integer_range(e: sympy.Expr) -> tuple[float, float]:
     """Bounds (lo, hi) of a non-negative index expression; hi may be inf."""
     if e.is_Integer:
         return int(e), int(e)

@@ -70,6 +70,7 @@ DESIGNED_EXTERNS = {
 def lower_call(imp: GraphBuilder, node: torch.fx.Node):
     """The imported value of one aten call (an SSA value, a tuple of them, ...)."""
     target = node.target
+    assert isinstance(target, torch._ops.OpOverload), "the importer lowers aten calls only"
     key = f"{target._opname}.{target._overloadname}"
     if target.namespace == "aten":  # an overload's own entry first, then its packet's
         lowering = TABLE.get(key) or TABLE.get(target._opname)
@@ -384,7 +385,8 @@ def _ones(imp: GraphBuilder, c: Call) -> SSAValue:
 # ---------------------------------------------------------------- reductions
 
 
-def reduce(imp: GraphBuilder, kind: str, x: SSAValue, dims: list[int], keepdim: bool, out: F.TensorType) -> SSAValue:
+def reduce(imp: GraphBuilder, kind: str, x: SSAValue[F.TensorType], dims: list[int], keepdim: bool,
+           out: F.TensorType) -> SSAValue[F.TensorType]:
     """fusec.reduce with torch's result dtype (sum of ints gives int64, any of uint8 gives uint8...)."""
     natural = F.I64 if kind in ("argmax", "argmin") else F.BOOL if kind in ("any", "all") else out.element_type
     if kind in ("sum", "prod"):
@@ -415,6 +417,7 @@ TABLE["min.default"] = _reduction("min", None)
 
 @lowers("max.dim", "min.dim")
 def _max_dim(imp: GraphBuilder, c: Call) -> tuple[SSAValue, SSAValue]:
+    assert isinstance(c.node.target, torch._ops.OpOverload)
     kind = "max" if c.node.target._opname == "max" else "min"
     x, keepdim = c["self"], bool(c.args.get("keepdim", False))
     dims = _dims_list(c["dim"], x.type.rank)
@@ -425,6 +428,7 @@ def _max_dim(imp: GraphBuilder, c: Call) -> tuple[SSAValue, SSAValue]:
 
 @lowers("argmax", "argmin")
 def _argmax(imp: GraphBuilder, c: Call) -> SSAValue:
+    assert isinstance(c.node.target, torch._ops.OpOverload)
     kind, x = c.node.target._opname, c["self"]
     out = imp.result_type().contiguous()
     keepdim = bool(c.args.get("keepdim", False))
@@ -451,11 +455,12 @@ def _mean(imp: GraphBuilder, c: Call) -> SSAValue:
 # ---------------------------------------------------------------- views
 
 
-def _view_type(x: SSAValue, dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr] | None) -> F.TensorType:
+def _view_type(x: SSAValue[F.TensorType], dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr] | None) -> F.TensorType:
     return F.TensorType(dims, x.type.element_type, strides)
 
 
-def reshape(imp: GraphBuilder, x: SSAValue, dims: Sequence[sympy.Expr], meta_layout: F.TensorType | None = None) -> SSAValue:
+def reshape(imp: GraphBuilder, x: SSAValue[F.TensorType], dims: Sequence[sympy.Expr],
+            meta_layout: F.TensorType | None = None) -> SSAValue[F.TensorType]:
     """A reshape to ``dims``: contiguous in, contiguous out; otherwise torch's strides from the meta."""
     if list(x.type.dims) == list(dims) and x.type.is_contiguous:
         return x
@@ -479,7 +484,7 @@ def _permute(imp: GraphBuilder, c: Call) -> SSAValue:
     return permute(imp, x, [_dim(d, x.type.rank) for d in c["dims"]])
 
 
-def permute(imp: GraphBuilder, x: SSAValue, perm: list[int]) -> SSAValue:
+def permute(imp: GraphBuilder, x: SSAValue[F.TensorType], perm: list[int]) -> SSAValue[F.TensorType]:
     if perm == list(range(len(perm))):
         return x
     t = x.type
@@ -517,7 +522,8 @@ def _expand(imp: GraphBuilder, c: Call) -> SSAValue:
     return imp.emit_value(F.ExpandOp(x, _view_type(x, out_dims, strides)))
 
 
-def slice_view(imp: GraphBuilder, x: SSAValue, d: int, start: sympy.Expr, step: int, length: sympy.Expr) -> SSAValue:
+def slice_view(imp: GraphBuilder, x: SSAValue[F.TensorType], d: int, start: sympy.Expr, step: int,
+               length: sympy.Expr) -> SSAValue[F.TensorType]:
     t = x.type
     if start == 0 and step == 1 and length == t.dims[d]:
         return x
@@ -568,9 +574,10 @@ def _select(imp: GraphBuilder, c: Call) -> SSAValue:
 
 
 @lowers("split", "split_with_sizes", "unbind", "split_copy", "split_with_sizes_copy", "unbind_copy")
-def _split(imp: GraphBuilder, c: Call) -> list[SSAValue]:
+def _split(imp: GraphBuilder, c: Call) -> list[SSAValue[F.TensorType]]:
     x = c["self"]
     d = _dim(c.get("dim", 0), x.type.rank)
+    assert isinstance(c.node.target, torch._ops.OpOverload)
     unbind = c.node.target._opname.startswith("unbind")
     pieces, start = [], sympy.Integer(0)
     for i in range(len(imp.meta)):
@@ -596,7 +603,7 @@ def _cat(imp: GraphBuilder, c: Call) -> SSAValue:
 # ---------------------------------------------------------------- indexing
 
 
-def _index(imp: GraphBuilder, x: SSAValue, index: SSAValue, d: int) -> SSAValue:
+def _index(imp: GraphBuilder, x: SSAValue[F.TensorType], index: SSAValue[F.TensorType], d: int) -> SSAValue[F.TensorType]:
     if index.type.element_type not in (F.I64, F.I32):
         raise Decline(f"an index of type {index.type.element_type}")
     return imp.emit_value(F.IndexOp(x, index, d, imp.result_type().contiguous()))
@@ -627,7 +634,7 @@ def _index_tensor(imp: GraphBuilder, c: Call) -> SSAValue:
     return _index(imp, x, _wrap_negative(imp, index, x.type.dims[d]), d)
 
 
-def _wrap_negative(imp: GraphBuilder, index: SSAValue, size: sympy.Expr) -> SSAValue:
+def _wrap_negative(imp: GraphBuilder, index: SSAValue[F.TensorType], size: sympy.Expr) -> SSAValue[F.TensorType]:
     """``index < 0 ? index + size : index``: advanced indexing counts negative indices from the end."""
     et, dims = index.type.element_type, index.type.dims
     negative = imp.pointwise("lt", [index, imp.constant(0, F.TensorType([], et))], F.TensorType(dims, F.BOOL))

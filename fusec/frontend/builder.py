@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import linecache
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 import torch
 import torch.fx
-from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, IntAttr, NameLoc, NoneAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, IntAttr, LocationAttr, NameLoc, NoneAttr, StringAttr, UnknownLoc
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from fusec.base import dtypes, remarks, shapes
@@ -55,7 +56,7 @@ def extern_argument(v, operands: list[SSAValue], device: torch.device, refusal: 
 
 
 # Leaf values of extern arguments, in the order they are tried (a bool is an int: it comes first).
-_EXTERN_LEAVES = (
+_EXTERN_LEAVES: tuple[tuple[type | tuple[type, ...], Callable[[Any], Attribute]], ...] = (
     (bool, F.NumberAttr),
     ((int, sympy.Expr), lambda v: F.ExprAttr(shapes.as_expr(v))),
     (float, F.NumberAttr),
@@ -108,7 +109,7 @@ class GraphBuilder:
         self.block = Block()
         self.values: dict[torch.fx.Node, object] = {}
         self.node: torch.fx.Node | None = None
-        self._location: NameLoc | None = None
+        self._location: LocationAttr = UnknownLoc()
         self.externs: list[str] = []
         self.shape_env = None
         self.device = torch.device("cpu")
@@ -119,6 +120,7 @@ class GraphBuilder:
 
     @property
     def meta(self):
+        assert self.node is not None, "at() sets the node"
         return self.node.meta.get("val")
 
     def size(self, value) -> sympy.Expr:
@@ -130,6 +132,7 @@ class GraphBuilder:
         try:
             return check_printable(int_expr(value))
         except UnsupportedExpr as e:
+            assert self.node is not None, "at() sets the node"
             raise UnsupportedGraph(f"FX node {self.node.name}: {e}") from None
 
     def scalar_of(self, val):
@@ -158,6 +161,7 @@ class GraphBuilder:
         """The imported value of an FX argument (nodes resolved, lists element-wise)."""
         if isinstance(arg, torch.fx.Node):
             if arg not in self.values:
+                assert self.node is not None, "at() sets the node"
                 raise UnsupportedGraph(f"FX node {self.node.name}: uses {arg.name}, which has no value")
             return self.values[arg]
         if isinstance(arg, (list, tuple)):
@@ -171,20 +175,20 @@ class GraphBuilder:
         self.block.add_op(op)
         return op
 
-    def emit_value(self, op: Operation) -> SSAValue:
-        return self.emit(op).results[0]
+    def emit_value(self, op: Operation) -> SSAValue[F.TensorType]:
+        return SSAValue.get(self.emit(op).results[0], type=F.TensorType)  # graph values are tensors
 
-    def constant(self, number, t: Attribute) -> SSAValue:
+    def constant(self, number, t: Attribute) -> SSAValue[F.TensorType]:
         if isinstance(number, float) and not F.is_float(F.element_of(t)):
             number = int(number) if F.element_of(t) != F.BOOL else bool(number)
         if F.is_float(F.element_of(t)) and isinstance(number, int) and not isinstance(number, bool):
             number = float(number)
         return self.emit_value(F.ConstantOp(number, t))
 
-    def symbolic(self, expr: sympy.Expr) -> SSAValue:
+    def symbolic(self, expr: sympy.Expr) -> SSAValue[F.TensorType]:
         return self.emit_value(F.SymbolicOp(expr, F.TensorType([], F.I64)))
 
-    def tensor(self, value, scalar_type: Attribute) -> SSAValue:
+    def tensor(self, value, scalar_type: Attribute) -> SSAValue[F.TensorType]:
         """An operand as a tensor: Python scalars become 0-d constants of ``scalar_type``."""
         if isinstance(value, SSAValue):
             return value
@@ -196,17 +200,18 @@ class GraphBuilder:
             return self.sym_float(value.expr, scalar_type if F.is_float(scalar_type) else F.F32)
         if isinstance(value, (bool, int, float)):
             return self.constant(value, F.TensorType([], scalar_type))
+        assert self.node is not None, "at() sets the node"
         raise UnsupportedGraph(f"FX node {self.node.name}: operand {value!r} is not a tensor or a number")
 
-    def convert(self, v: SSAValue, et: Attribute) -> SSAValue:
+    def convert(self, v: SSAValue[F.TensorType], et: Attribute) -> SSAValue[F.TensorType]:
         if v.type.element_type == et:
             return v
         return self.emit_value(F.PointwiseOp("convert", [v], F.TensorType(v.type.dims, et)))
 
-    def pointwise(self, fn: str, operands: Sequence[SSAValue], out: F.TensorType) -> SSAValue:
+    def pointwise(self, fn: str, operands: Sequence[SSAValue], out: F.TensorType) -> SSAValue[F.TensorType]:
         return self.emit_value(F.PointwiseOp(fn, list(operands), out))
 
-    def sym_float(self, e: sympy.Expr, et: Attribute) -> SSAValue:
+    def sym_float(self, e: sympy.Expr, et: Attribute) -> SSAValue[F.TensorType]:
         """A SymFloat expression computed with 0-d pointwise ops in ``et``."""
         import torch.utils._sympy.functions as TF
 
@@ -233,6 +238,7 @@ class GraphBuilder:
             return self.pointwise(fn, [self.sym_float(args[0], et)], scalar)
         if e.is_integer or any(isinstance(e, getattr(TF, n, ())) for n in ("FloorDiv", "ModularIndexing")):
             return self.convert(self.tensor(self.size(e), F.I64), et)
+        assert self.node is not None, "at() sets the node"
         raise UnsupportedGraph(f"FX node {self.node.name}: cannot compute the float size expression {e}")
 
     # ---- the fallback
@@ -248,7 +254,9 @@ class GraphBuilder:
         the importer's value table where the tensors' SSA values stand.
         """
         node = self.node
+        assert node is not None, "at() sets the node"
         target = node.target
+        assert isinstance(target, torch._ops.OpOverload), "lower_call passes aten calls only"
         operands: list[SSAValue] = []
 
         def arg(v) -> Attribute:

@@ -181,7 +181,7 @@ def _variance_overloads() -> dict[str, Callable]:
             return lambda *a, **k: (lambda vm: (torch.sqrt(vm[0]), vm[1]))(fn(*a, **k))
         return lambda *a, **k: torch.sqrt(fn(*a, **k))
 
-    table = {
+    table: dict[str, Callable] = {
         "var.default": var_default, "var.dim": var_dim, "var.correction": var_correction,
         "var_mean.default": var_mean_default, "var_mean.dim": var_mean_dim, "var_mean.correction": var_mean_correction,
     }

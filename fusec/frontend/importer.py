@@ -33,6 +33,7 @@ from xdsl.ir import Region, SSAValue
 from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.frontend.aten_ops import lower_call
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.exprs import symbol_bounds
@@ -121,7 +122,7 @@ class ImportInfo:
 
     def assemble_outputs(self, tensors: Sequence[torch.Tensor], env: dict[str, int]) -> list:
         """The FX graph's outputs from the graph's output tensors (and the symbol values)."""
-        out = []
+        out: list = []
         for slot in self.outputs:
             if slot.kind == "tensor":
                 out.append(tensors[slot.index])
@@ -187,7 +188,7 @@ class GraphImporter(GraphBuilder):
         carriers = self._add_size_carriers(symbols)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
                           [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
-        info = ImportInfo(self.name, tuple(self.slots), tuple(a.type for a in self.block.args), tuple(self.constants),
+        info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay))
         try:
@@ -220,6 +221,7 @@ class GraphImporter(GraphBuilder):
             self.values[node] = val
 
     def _get_attr(self, node: torch.fx.Node) -> None:
+        assert isinstance(node.target, str), "a get_attr node's target is the attribute's name"
         obj = getattr(self.gm, node.target)
         if not isinstance(obj, torch.Tensor):
             raise UnsupportedGraph(f"FX node {node.name}: attribute {node.target} is a {type(obj).__name__}, not a tensor")
@@ -274,7 +276,7 @@ class GraphImporter(GraphBuilder):
             if slot.kind == "symint":
                 used += sorted(shapes.free_size_symbols([slot.expr]))
         for arg in self.block.args:
-            used += sorted(shapes.free_size_symbols(arg.type.dims + arg.type.layout))
+            used += sorted(shapes.free_size_symbols(tensor_type_of(arg).dims + tensor_type_of(arg).layout))
         for op in self.block.walk():
             used += sorted({name for name, _ in F.op_symbol_uses(op)})
         ranges = {str(k): v for k, v in getattr(self.shape_env, "var_to_range", {}).items()}

@@ -15,6 +15,7 @@ from xdsl.ir import SSAValue
 from fusec.analysis.cost_model import SizeHints
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering.combo_kernel import lower_kernels_as_combo
 from fusec.lowering.triton_kernel import TritonKernel, lower_kernel
 
@@ -60,7 +61,7 @@ def benchmark_launches(kernels: Sequence[F.KernelOp], hints: SizeHints, device: 
     for k in kernels:
         for v in list(k.inputs) + list(k.results):
             if v not in buffers:
-                buffers[v] = _tensor(v.type, env, device, gen)
+                buffers[v] = _tensor(tensor_type_of(v), env, device, gen)
     singles = [lower_kernel(k, env) for k in kernels]
     fns = [getattr(load_kernel_module(tk.source, interpret), tk.name) for tk in singles]
     combo = lower_kernels_as_combo("fusec_combo_benchmark", kernels, env)

@@ -9,14 +9,15 @@ under Triton's interpreter on CPU tensors (``fusec.runtime.kernel_cache``).
 from __future__ import annotations
 
 import linecache
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from xdsl.dialects.builtin import ModuleOp
 
 from fusec.dialects import fusec as F
-from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
-from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
+from fusec.lowering.launcher import KernelSource, Launcher, lower_graph, runtime_globals
+from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.runtime.kernel_cache import load_kernel, source_hash
 from fusec.runtime.kernel_runner import KernelRunner
 
@@ -29,10 +30,10 @@ class CompiledGraph:
     def __init__(self, launcher: Launcher, default_device: torch.device | None = None):
         self.launcher = launcher
         self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self._calls: dict[bool, object] = {}
+        self._calls: dict[bool, Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]] = {}
 
     @property
-    def kernels(self) -> tuple[TritonKernel, ...]:
+    def kernels(self) -> tuple[KernelSource, ...]:
         return self.launcher.kernels
 
     @property
@@ -50,7 +51,7 @@ class CompiledGraph:
         """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
         from fusec.dialects.extern_calls import resolve_target
 
-        namespace = runtime_globals()
+        namespace: dict[str, Any] = runtime_globals()  # the exec fills in "call"
         namespace["_default_device"] = self.default_device
         keys = {name: positions for name, *positions in self.launcher.launch_keys}
         for k in self.launcher.kernels:

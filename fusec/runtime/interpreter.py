@@ -18,6 +18,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from fusec.analysis.bind_plan import InputMismatch, UnboundSymbol, bind_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.dialects.extern_calls import call_extern
 
 
@@ -25,7 +26,7 @@ def _floordiv(a, b):
     return torch.div(a, b, rounding_mode="floor")
 
 
-TORCH_FUNCTIONS = {
+TORCH_FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "floordiv": _floordiv,
     "remainder": torch.remainder, "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
     "atan2": torch.atan2, "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or,
@@ -102,6 +103,7 @@ def run(module: ModuleOp | F.GraphOp, inputs: Sequence[torch.Tensor], graph_name
 
 
 def _shape(t: Attribute, env: dict[str, int]) -> list[int]:
+    assert isinstance(t, F.TensorType), "values are tensors"
     return [shapes.evaluate(d, env) for d in t.dims]
 
 
@@ -122,7 +124,7 @@ def _combo(op: F.ComboOp, values: dict, env: dict[str, int], device: torch.devic
     inner = dict(values)
     for k in op.kernels:
         inner.update(zip(k.outputs, run_kernel(k, [inner[v] for v in k.inputs], env, device), strict=True))
-    return [inner[v] for v in op.body.block.last_op.operands]
+    return [inner[v] for v in op.output_op.operands]
 
 
 # Each graph-level op: (op, its operands' values, symbol values, device, all values so far) -> its results' values.
@@ -204,10 +206,10 @@ def run_kernel(kernel: F.KernelOp, inputs: Sequence[torch.Tensor], env: dict[str
     full = (xnumel, rnumel)
     outputs = [
         torch.empty_strided(_shape(t, env), [shapes.evaluate(s, env) for s in t.layout], dtype=F.torch_dtype(t), device=device)
-        for t in (r.type for r in kernel.outputs)
+        for t in (tensor_type_of(r) for r in kernel.outputs)
     ]
     vals: dict[SSAValue, torch.Tensor] = {}
-    flats = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs, strict=True)}
+    flats: dict[SSAValue, torch.Tensor] = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs, strict=True)}
 
     def index_of(op) -> torch.Tensor:
         idx = torch.as_tensor(evaluate_index(op.index.data, index_env), device=device)

@@ -110,7 +110,7 @@ def _fix_interpreter_loop_bounds() -> None:
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
-    patch_lang_tensor.fusec_fixed = True
+    setattr(patch_lang_tensor, "fusec_fixed", True)  # noqa: B010 -- a mark on a function, unknown to the type checker
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
@@ -140,7 +140,7 @@ def _fix_interpreter_bf16_casts() -> None:
         quiet_nan = ((bits >> 16) | 0x40).astype(np.uint16)  # rounding a NaN's payload could carry it into inf
         return interpreter.TensorHandle(np.where(np.isnan(value), quiet_nan, rounded), tl.bfloat16)
 
-    cast_impl.fusec_fixed = True
+    setattr(cast_impl, "fusec_fixed", True)  # noqa: B010 -- a mark on a function, unknown to the type checker
     interpreter.InterpreterBuilder.cast_impl = cast_impl
 
 
@@ -158,6 +158,7 @@ def load_kernel_module(source: str, interpret: bool) -> ModuleType:
         path = kernel_file(source)
         name = f"fusec_kernel_{digest[:24]}_{'interp' if interpret else 'gpu'}"
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, "a .py file gets a source loader"
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # inspect (used by triton.jit) finds functions' modules here
         if interpret:

@@ -51,7 +51,7 @@ class KernelRunner:
         self.checked = tuple(checked)
         self.ints = tuple(ints)
         self.chosen = tuple(chosen)
-        self.compiled: dict[tuple, tuple] = {}
+        self.compiled: dict[tuple | int, tuple] = {}
 
     def key(self, num_warps: int, args: tuple) -> tuple:
         return (num_warps, *[args[i].data_ptr() % 16 == 0 for i in self.checked],
