@@ -114,7 +114,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     """One aten graph -> a boxed function (a list of arguments in, a list of outputs out)."""
     from fusec.pipeline import run_pipeline
     from fusec.registry import make_context
-
     from fusec.report import trace
 
     name = graph_name(kind)
@@ -162,9 +161,8 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
     ``input_checks``: what the generated launcher checks of its inputs (``fusec.lowering.launcher.lower_graph``).
     """
     if execute == "triton":
-        from fusec.runtime import compile_module
-
         from fusec.report import trace
+        from fusec.runtime import compile_module
 
         compiled = compile_module(module, info.size_hints, input_checks=input_checks)
         trace.sources(F.find_graph(module).sym_name.data, compiled)

@@ -61,10 +61,6 @@ class Box:
     launch: str | None = None  # the launcher's grid, warps and block sizes
     device_time_us: float | None = None
 
-    @property
-    def anchor(self) -> str:
-        return "box-" + re.sub(r"\W", "_", self.name)
-
 
 @dataclass
 class Edge:

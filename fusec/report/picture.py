@@ -26,7 +26,7 @@ _STYLE = {
 
 def anchor(graph: str, box: str) -> str:
     """The id of a box's node in the picture (and, prefixed, of its details on the page)."""
-    return re.sub(r"[^\w-]", "_", f"{graph}--{box}")
+    return re.sub(r"\W", "_", f"{graph}__{box}")
 
 
 def _quote(text: str) -> str:
