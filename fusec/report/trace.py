@@ -5,7 +5,7 @@ IR, remarks, launcher and kernel sources are structured-trace artifacts, as Indu
 output code is, so tlparse shows them beside Dynamo's and AOTAutograd's.
 
 ``TORCH_LOGS="+fusec"``: fusec's logs, among them every active remark.  The remarks
-are also the artifact ``fusec_remarks`` (``torch._logging.set_logs(fusec_remarks=True)``
+are also the artifact ``fusec_remarks`` (``torch._logging.set_logs(modules={"fusec_remarks": True})``
 once fusec is imported; torch parses ``TORCH_LOGS`` when it is imported, before fusec
 can register the artifact, so in the environment use ``+fusec``).
 """
