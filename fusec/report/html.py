@@ -139,7 +139,8 @@ def _details(r: GraphReport, b: Box) -> str:
             for n in b.nodes) + "</table>")
     out.append(_remarks_table(b.remarks, "Remarks") if b.remarks else "<p class=\"remarks\">No remarks name it.</p>")
     if b.source:
-        out.append(f"<h4>Triton source ({escape(b.source_file or '')})</h4><pre class=\"source\">{escape(b.source)}</pre>")
+        where = f"in its combo's kernel, {b.source_file}" if b.combo else b.source_file
+        out.append(f"<h4>Triton source ({escape(where or '')})</h4><pre class=\"source\">{escape(b.source)}</pre>")
     out.append("</div>")
     return "\n".join(out)
 

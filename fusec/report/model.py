@@ -339,6 +339,7 @@ def _attach_files(report: GraphReport, profile: dict[str, float]) -> None:
         for box in report.boxes:
             if box.combo == combo.name:
                 box.launch = box.launch or combo.launch
+                box.source, box.source_file = combo.source, combo.source_file  # its code is a branch of the combo's
                 if kernel_key(box.name) in kinds:
                     box.schedule["lowered as"] = f"{kinds[kernel_key(box.name)]}, member of {combo.name}"
 
