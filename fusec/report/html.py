@@ -24,6 +24,7 @@ th{background:#f3f4f6} pre{background:#f9fafb;border:1px solid #e5e7eb;padding:.
 .note{background:#fef3c7;border:1px solid #f59e0b;padding:.4em .8em} .superseded{color:#6b7280}
 .diff .add{color:#166534;background:#dcfce7} .diff .del{color:#991b1b;background:#fee2e2} .diff .hunk{color:#6d28d9}
 code{font-size:.9em} .pane table{width:100%;table-layout:fixed;overflow-wrap:anywhere}
+.pane table.schedule th{width:25%} .pane table.nodes th:nth-child(2){width:50%} .pane table.remarks th:nth-child(3){width:40%}
 """
 
 # Clicking a node of the picture (or a name in the kernel list) shows that box's details and hides the others.
@@ -133,16 +134,26 @@ def _details(r: GraphReport, b: Box) -> str:
         out.append("<table class=\"schedule\">" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
                                                           for k, v in facts.items()) + "</table>")
     if b.nodes:
-        out.append("<h4>FX nodes and source lines</h4><table class=\"nodes\">" + "".join(
-            f"<tr><td><code>{escape(n.node)}</code></td><td title=\"{escape(n.where())}\">{escape(n.short())}</td>"
-            f"<td><code>{escape(_line(n))}</code></td></tr>"
-            for n in b.nodes) + "</table>")
+        out.append(_source_lines(b))
     out.append(_remarks_table(b.remarks, "Remarks") if b.remarks else "<p class=\"remarks\">No remarks name it.</p>")
     if b.source:
         where = f"in its combo's kernel, {b.source_file}" if b.combo else b.source_file
         out.append(f"<h4>Triton source ({escape(where or '')})</h4><pre class=\"source\">{escape(b.source)}</pre>")
     out.append("</div>")
     return "\n".join(out)
+
+
+def _source_lines(b: Box) -> str:
+    """The user's lines the box computes, each with the FX nodes that came from it (a LayerNorm is six nodes of one line)."""
+    by_line: dict[tuple[str, int], list] = {}
+    for n in b.nodes:
+        by_line.setdefault((n.file, n.line), []).append(n)
+    rows = ["<tr><th>source line</th><th>code</th><th>FX nodes</th></tr>"]
+    for nodes in by_line.values():
+        first = nodes[0]
+        rows.append(f"<tr><td title=\"{escape(first.where())}\">{escape(first.short())}</td><td><code>{escape(_line(first))}</code></td>"
+                    f"<td><code>{escape(', '.join(n.node for n in nodes))}</code></td></tr>")
+    return f"<h4>What it computes, in your code</h4><table class=\"nodes\">{''.join(rows)}</table>"
 
 
 def _line(node) -> str:

@@ -127,7 +127,14 @@ def graph_folders(root: Path) -> list[Path]:
     """``root`` itself when it is one graph's dump, else its sub-folders that are."""
     if _is_graph_dump(root):
         return [root]
-    return sorted(p for p in root.iterdir() if p.is_dir() and _is_graph_dump(p))
+    return sorted((p for p in root.iterdir() if p.is_dir() and _is_graph_dump(p)), key=_compile_order)
+
+
+def _compile_order(folder: Path) -> tuple:
+    """``forward_1_0`` before ``backward_1_0``, both after ``forward_0_0``: Dynamo's compile id, then the kind."""
+    kind, _, compile_id = folder.name.partition("_")
+    numbers = [int(n) for n in re.findall(r"\d+", compile_id)]
+    return numbers, {"forward": 0, "inference": 0, "backward": 1}.get(kind, 2), folder.name
 
 
 def _is_graph_dump(folder: Path) -> bool:
