@@ -4,6 +4,7 @@ torch's own logs (``TORCH_LOGS``, ``TORCH_TRACE``)."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
@@ -37,5 +38,8 @@ def write_dump_report(folder: Path, module: ModuleOp, final_ir: str, timings: di
     (folder / FINAL_IR).write_text(final_ir)
     (folder / TIMINGS).write_text(json.dumps(timings, indent=1) + "\n")
     out = folder / REPORT_FILE
-    out.write_text(page([read_graph(folder, module)], f"fusec report: {folder.name}"))
+    try:
+        out.write_text(page([read_graph(folder, module)], f"fusec report: {folder.name}"))
+    except Exception as e:  # the report explains a compile; it must never fail one
+        warnings.warn(f"fusec: no report for {folder}: {type(e).__name__}: {e}", stacklevel=2)
     return out

@@ -131,3 +131,20 @@ def test_errors_are_one_line(dumps, tmp_path, capsys, args, message):
     assert main([a.format(**names) for a in args] + ["-o", str(tmp_path / "r.html")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("fusec-report: error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_failing_report_never_fails_the_compile(tmp_path, monkeypatch):
+    import fusec.report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(fusec.report, "read_graph", broken)
+    torch._dynamo.reset()
+    x = torch.randn(4, 8)
+    with pytest.warns(UserWarning, match="no report for .*broken on purpose"):
+        got = torch.compile(seed, backend="fusec", options={"dump_dir": str(tmp_path)})(x, x, x, x)
+    torch._dynamo.reset()
+    torch.testing.assert_close(got, seed(x, x, x, x))
+    (folder,) = graph_dirs(tmp_path)
+    assert (folder / "final.mlir").exists() and not (folder / "report.html").exists()
