@@ -146,7 +146,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     started = time.perf_counter()
     executor = make_executor(module, info, options.execute, dump, checks)
     timings["lowering"] = time.perf_counter() - started
-    if dump is not None:  # the report of this graph (dump/report.html) and of the whole dump folder
+    if dump is not None:  # its final IR, compile time by stage and report (fusec.report)
         from fusec.report import write_dump_report
 
         write_dump_report(dump, module, module_text_with_locations(module), timings)

@@ -148,3 +148,16 @@ def test_a_failing_report_never_fails_the_compile(tmp_path, monkeypatch):
     torch.testing.assert_close(got, seed(x, x, x, x))
     (folder,) = graph_dirs(tmp_path)
     assert (folder / "final.mlir").exists() and not (folder / "report.html").exists()
+
+
+def test_reads_a_fusec_opt_dump(dumps, tmp_path):
+    from fusec.tools import fusec_opt
+
+    folder = next(f for f in graph_dirs(dumps) if "fusec.combo" in (f / "final.mlir").read_text())
+    opt_dump = tmp_path / "opt"
+    assert fusec_opt.main([str(folder / "imported.mlir"), "--default-pipeline", "--dump-dir", str(opt_dump),
+                           "-o", str(tmp_path / "out.mlir")]) == 0
+    assert main([str(opt_dump)]) == 0
+    page = (opt_dump / "report.html").read_text()
+    for name in final_kernels(folder):
+        assert f'data-box="{picture.anchor("opt", name)}"' in page
