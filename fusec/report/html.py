@@ -15,9 +15,11 @@ h1{font-size:1.5em} h2{border-bottom:2px solid #1d4ed8;padding-bottom:.2em;margi
 table{border-collapse:collapse;margin:.4em 0} td,th{border:1px solid #d1d5db;padding:.15em .6em;text-align:left;font-size:.9em}
 th{background:#f3f4f6} pre{background:#f9fafb;border:1px solid #e5e7eb;padding:.6em;overflow:auto;font-size:.8em;max-height:32em}
 .graph-view{display:flex;gap:1em;align-items:flex-start}
-.picture{flex:3 1 0;overflow:auto;border:1px solid #e5e7eb;max-height:90vh} .picture svg{max-width:none;height:auto}
+.graph-view > :first-child{flex:3 1 0;min-width:0} .picture{overflow:auto;border:1px solid #e5e7eb;max-height:90vh}
+.picture svg{max-width:none;height:auto}
 .pane{flex:2 1 0;position:sticky;top:0;max-height:95vh;overflow:auto}
 .hint{color:#6b7280;font-style:italic}
+.picture.fit svg{width:100%;height:auto} .fit-toggle{font-size:.8em;margin:.3em 0}
 .picture g.node{cursor:pointer} .picture g.node.selected polygon,.picture g.node.selected path{stroke:#dc2626;stroke-width:3}
 .kernel-list a{cursor:pointer;color:#1d4ed8;text-decoration:underline}
 .details{border:2px solid #1d4ed8;border-radius:6px;padding:.2em 1em;margin:.8em 0;background:#fff}
@@ -44,6 +46,13 @@ document.querySelectorAll('.picture').forEach(function (pic) {
       event.stopPropagation();
       fusecShow(pic.dataset.graph, node.id);
     });
+  });
+});
+document.querySelectorAll('button.fit-toggle').forEach(function (button) {
+  button.addEventListener('click', function () {
+    var pic = document.querySelector('.picture[data-graph="' + button.dataset.graph + '"]');
+    pic.classList.toggle('fit');
+    button.textContent = pic.classList.contains('fit') ? 'actual size' : 'fit to width';
   });
 });
 document.querySelectorAll('.kernel-list a[data-box]').forEach(function (a) {
@@ -103,7 +112,8 @@ def _picture(r: GraphReport) -> str:
     if svg is None:
         return ("<p class=\"note picture-missing\">No picture: Graphviz's <code>dot</code> was not found (install graphviz, e.g. "
                 "<code>apt-get install graphviz</code>, and run <code>fusec-report</code> again). The kernels are listed below.</p>")
-    return f"<div class=\"picture\" data-graph=\"{escape(r.name)}\" title=\"click a box to see what it computes\">{svg}</div>"
+    return (f"<div><button class=\"fit-toggle\" data-graph=\"{escape(r.name)}\">fit to width</button>"
+            f"<div class=\"picture\" data-graph=\"{escape(r.name)}\" title=\"click a box to see what it computes\">{svg}</div></div>")
 
 
 def _kernel_list(r: GraphReport) -> str:
