@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, NameLoc
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.parser import Parser
 
 from fusec.dialects import fusec as F
@@ -222,9 +222,12 @@ def _producer(value: SSAValue) -> str | None:
             block = value.owner
             graph = block.parent_op() if isinstance(block, Block) else None
             return f"input {value.index}" if isinstance(graph, F.GraphOp) else None
-        op = value.owner
+        assert isinstance(value, OpResult)
+        op = value.op
         if isinstance(op, F.ComboOp):
-            value = op.body.block.last_op.operands[value.index]
+            terminator = op.body.block.last_op
+            assert terminator is not None
+            value = terminator.operands[value.index]
             continue
         name = _box_of_op(op)
         if name is not None:

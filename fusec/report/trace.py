@@ -12,6 +12,7 @@ can register the artifact, so in the environment use ``+fusec``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -53,4 +54,4 @@ def sources(graph: str, compiled) -> None:
     """The generated code of a compiled graph (``fusec.runtime``'s ``CompiledGraph``): launcher and kernels."""
     artifact(graph, "launcher", lambda: compiled.source)
     for kernel in compiled.kernels:
-        artifact(graph, f"kernel_{kernel.name}", lambda kernel=kernel: kernel.source)
+        artifact(graph, f"kernel_{kernel.name}", functools.partial(getattr, kernel, "source"))
