@@ -161,3 +161,18 @@ def test_reads_a_fusec_opt_dump(dumps, tmp_path):
     page = (opt_dump / "report.html").read_text()
     for name in final_kernels(folder):
         assert f'data-box="{picture.anchor("opt", name)}"' in page
+
+
+def test_a_graph_that_ran_as_torch_ops_is_counted_as_a_fallback(dumps, tmp_path):
+    import shutil
+
+    root = tmp_path / "mixed"
+    shutil.copytree(dumps, root)
+    eager = root / "forward_9_0"
+    eager.mkdir()
+    (eager / "fx_graph.py").write_text("# the graph\n")
+    (eager / "not-compiled.txt").write_text("aten.foo has no fusec lowering\n")  # what the backend's fallback writes
+    assert main([str(root)]) == 0
+    page = (root / "report.html").read_text()
+    assert "This graph ran as torch ops (not compiled): aten.foo has no fusec lowering" in page
+    assert page.count("<td>ran as torch ops</td>") == 1
