@@ -11,6 +11,8 @@ from fusec.report import picture
 from fusec.report.model import read_graph
 from fusec.tools.fusec_report import main
 
+pytestmark = pytest.mark.slow  # the module's fixture compiles two programs (~9 s); each test after it is fast
+
 
 def seed(t1, t2, t3, t4):
     return t1.sum(1), t2.max(1).values, t3.min(1).values, t4.sum(1)
