@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import itertools
 import re
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from io import StringIO
@@ -39,6 +40,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
 from fusec.base import env, remarks
+from fusec.dialects import fusec as F
 from fusec.frontend.decompositions import fusec_decompositions
 from fusec.frontend.importer import ImportInfo, UnsupportedGraph, import_graph
 
@@ -112,29 +114,43 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     """One aten graph -> a boxed function (a list of arguments in, a list of outputs out)."""
     from fusec.pipeline import run_pipeline
     from fusec.registry import make_context
+    from fusec.report import trace
 
     name = graph_name(kind)
     dump = options.dump_dir / name if options.dump_dir is not None else None
+    started = time.perf_counter()
     with remarks.collect() as import_log:
         try:
             module, info = import_graph(gm, example_inputs, name)
         except UnsupportedGraph as e:
             return _eager(gm, name, str(e), dump)
+    timings = {"import": time.perf_counter() - started}
+    trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     spec = options.pipeline_spec()
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
         (dump / "fx_graph.py").write_text(gm.print_readable(print_output=False))
         (dump / "imported.mlir").write_text(module_text_with_locations(module))
         (dump / "pipeline.txt").write_text(spec + "\n")
+    started = time.perf_counter()
     pipeline_log = run_pipeline(make_context(), module, spec, dump_dir=dump)
+    timings["passes"] = time.perf_counter() - started
+    log = remarks.RemarkLog(import_log.remarks + pipeline_log.remarks)
+    trace.graph_compiled(name, lambda: module_text_with_locations(module), log)
     if dump is not None:  # the pipeline wrote its own remarks; these add the importer's
-        log = remarks.RemarkLog(import_log.remarks + pipeline_log.remarks)
         (dump / "remarks.txt").write_text(log.text())
         (dump / "remarks.json").write_text(log.json() + "\n")
     # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
     # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
     checks = "layout" if kind == "backward" else "alignment"
-    return boxed_runner(info, make_executor(module, info, options.execute, dump, checks))
+    started = time.perf_counter()
+    executor = make_executor(module, info, options.execute, dump, checks)
+    timings["lowering"] = time.perf_counter() - started
+    if dump is not None:  # its final IR, compile time by stage and report (fusec.report)
+        from fusec.report import write_dump_report
+
+        write_dump_report(dump, module, module_text_with_locations(module), timings)
+    return boxed_runner(info, executor)
 
 
 def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", dump: Path | None = None,
@@ -145,9 +161,11 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
     ``input_checks``: what the generated launcher checks of its inputs (``fusec.lowering.launcher.lower_graph``).
     """
     if execute == "triton":
+        from fusec.report import trace
         from fusec.runtime import compile_module
 
         compiled = compile_module(module, info.size_hints, input_checks=input_checks)
+        trace.sources(F.find_graph(module).sym_name.data, compiled)
         if dump is not None:
             _dump_triton(compiled, dump)
         return compiled

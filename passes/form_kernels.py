@@ -148,7 +148,10 @@ class WrapInKernel(RewritePattern):
         build = BUILDERS.get(type(op))
         if build is None or isinstance(op.parent_op(), F.KernelOp):
             return
-        rewriter.replace(op, build(op, self.namer(*_fn_name(op))))
+        kernel = build(op, self.namer(*_fn_name(op)))
+        for element_op in kernel.body.walk():  # the FX node and source line each element op computes (fusec-report)
+            element_op.location = op.location
+        rewriter.replace(op, kernel)
 
 
 @dataclass

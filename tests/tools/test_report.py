@@ -1,0 +1,180 @@
+"""fusec-report and the report the backend writes into each graph's dump folder."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from fusec.report import picture
+from fusec.report.model import read_graph
+from fusec.tools.fusec_report import main
+
+pytestmark = pytest.mark.slow  # the module's fixture compiles two programs (~9 s); each test after it is fast
+
+
+def seed(t1, t2, t3, t4):
+    return t1.sum(1), t2.max(1).values, t3.min(1).values, t4.sum(1)
+
+
+def mm_then_add(a, b, c):
+    return torch.mm(a, b) + c  # a torch call feeding a kernel: an extern-producer remark
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """Two real compiles into one dump folder: the seed example and a matmul with an epilogue."""
+    root = tmp_path_factory.mktemp("dump")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    inputs = [torch.randn(8, 32) for _ in range(4)]
+    got = torch.compile(seed, backend="fusec", options={"dump_dir": str(root)})(*inputs)
+    for g, w in zip(got, seed(*inputs), strict=True):
+        torch.testing.assert_close(g, w)
+    a, b, c = torch.randn(4, 8), torch.randn(8, 6), torch.randn(6)
+    torch.testing.assert_close(torch.compile(mm_then_add, backend="fusec", options={"dump_dir": str(root)})(a, b, c),
+                               mm_then_add(a, b, c), rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+    return root
+
+
+def graph_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def final_kernels(folder: Path) -> list[str]:
+    return re.findall(r"fusec\.(?:kernel|combo) @(\w+)", (folder / "final.mlir").read_text())
+
+
+def test_backend_writes_a_report_per_graph(dumps):
+    folders = graph_dirs(dumps)
+    assert len(folders) == 2
+    for folder in folders:
+        page = (folder / "report.html").read_text()
+        assert set(json.loads((folder / "timings.json").read_text())) == {"import", "passes", "lowering"}
+        for name in final_kernels(folder):
+            assert name in page
+        assert "<script" in page and "src=" not in page and "http" not in page.split("</style>")[0]  # nothing fetched
+
+
+def test_kernels_name_their_fx_nodes_and_source_lines(dumps):
+    report = read_graph(next(f for f in graph_dirs(dumps) if "fusec.combo" in (f / "final.mlir").read_text()))
+    members = [b for b in report.boxes if b.combo is not None]
+    assert [b.label for b in members] == ["sum", "max", "min", "sum"]
+    line = seed.__code__.co_firstlineno + 1  # the return line computes all four
+    for box in members:
+        assert box.nodes and all(n.file == __file__ and n.line == line for n in box.nodes)
+        assert "persistent" in box.schedule["lowered as"] and box.launch and "XBLOCK" in box.launch
+    combo = next(b for b in report.boxes if b.kind == "combo")
+    assert combo.members == [b.name for b in members] and "@triton.jit" in combo.source
+
+
+def test_remarks_and_externs_reach_their_kernels(dumps):
+    report = read_graph(next(f for f in graph_dirs(dumps) if "aten.mm" in (f / "final.mlir").read_text()))
+    extern = next(b for b in report.boxes if b.kind == "extern")
+    kernel = next(b for b in report.boxes if b.kind == "kernel")
+    assert extern.label == "aten.mm.default"
+    assert any(e.source == extern.name and e.target == kernel.name for e in report.edges)
+    assert "extern-producer" in {r["code"] for r in kernel.remarks}
+    assert report.remark_counts["extern-producer"] >= 1
+
+
+@pytest.mark.skipif(picture.dot_binary() is None, reason="Graphviz's dot is not installed")
+def test_picture_holds_every_kernel_of_the_final_ir(dumps, tmp_path):
+    out = tmp_path / "all.html"
+    assert main([str(dumps), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("<svg") == 2
+    for folder in graph_dirs(dumps):
+        for name in final_kernels(folder):
+            assert f'id="{picture.anchor(folder.name, name)}"' in page  # a node of the picture
+            assert f'id="details-{picture.anchor(folder.name, name)}"' in page
+
+
+def test_without_graphviz_the_page_lists_the_kernels(dumps, tmp_path, monkeypatch):
+    monkeypatch.setattr(picture, "dot_binary", lambda: None)
+    out = tmp_path / "plain.html"
+    assert main([str(dumps), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "<svg" not in page and "Graphviz's <code>dot</code> was not found" in page
+    for folder in graph_dirs(dumps):
+        for name in final_kernels(folder):
+            assert f'data-box="{picture.anchor(folder.name, name)}"' in page
+
+
+def test_pass_diffs(dumps):
+    page = (graph_dirs(dumps)[0] / "report.html").read_text()
+    assert "01 form-kernels" in page and '<span class="add">+' in page and "no change" in page
+
+
+def test_profile_times_show_on_their_kernels(dumps, tmp_path):
+    folder = next(f for f in graph_dirs(dumps) if "aten.mm" in (f / "final.mlir").read_text())
+    kernel = final_kernels(folder)[0]
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"kernels": [{"graph": folder.name, "name": kernel, "device_time_us": 12.5}]}))
+    out = tmp_path / "timed.html"
+    assert main([str(dumps), "--profile", str(profile), "-o", str(out)]) == 0
+    assert "12.5 µs" in out.read_text()
+    timed = read_graph(folder, profile={f"{folder.name}/{kernel}": 3.0, "fusec_other_9": 1.0})
+    assert {b.name: b.device_time_us for b in timed.boxes if b.kind == "kernel"} == {kernel: 3.0}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["{missing}"], "not a folder"),
+    (["{empty}"], "no graph dumps here"),
+    (["{dump}", "--profile", "{bad_profile}"], "not a fusec profile"),
+    (["{dump}", "--profile", "{missing}"], "cannot read the profile"),
+])
+def test_errors_are_one_line(dumps, tmp_path, capsys, args, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.json").write_text('{"kernels": [{"name": "k"}]}')
+    names = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "dump": dumps, "bad_profile": tmp_path / "bad.json"}
+    assert main([a.format(**names) for a in args] + ["-o", str(tmp_path / "r.html")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fusec-report: error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_failing_report_never_fails_the_compile(tmp_path, monkeypatch):
+    import fusec.report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(fusec.report, "read_graph", broken)
+    torch._dynamo.reset()
+    x = torch.randn(4, 8)
+    with pytest.warns(UserWarning, match="no report for .*broken on purpose"):
+        got = torch.compile(seed, backend="fusec", options={"dump_dir": str(tmp_path)})(x, x, x, x)
+    torch._dynamo.reset()
+    torch.testing.assert_close(got, seed(x, x, x, x))
+    (folder,) = graph_dirs(tmp_path)
+    assert (folder / "final.mlir").exists() and not (folder / "report.html").exists()
+
+
+def test_reads_a_fusec_opt_dump(dumps, tmp_path):
+    from fusec.tools import fusec_opt
+
+    folder = next(f for f in graph_dirs(dumps) if "fusec.combo" in (f / "final.mlir").read_text())
+    opt_dump = tmp_path / "opt"
+    assert fusec_opt.main([str(folder / "imported.mlir"), "--default-pipeline", "--dump-dir", str(opt_dump),
+                           "-o", str(tmp_path / "out.mlir")]) == 0
+    assert main([str(opt_dump)]) == 0
+    page = (opt_dump / "report.html").read_text()
+    for name in final_kernels(folder):
+        assert f'data-box="{picture.anchor("opt", name)}"' in page
+
+
+def test_a_graph_that_ran_as_torch_ops_is_counted_as_a_fallback(dumps, tmp_path):
+    import shutil
+
+    root = tmp_path / "mixed"
+    shutil.copytree(dumps, root)
+    eager = root / "forward_9_0"
+    eager.mkdir()
+    (eager / "fx_graph.py").write_text("# the graph\n")
+    (eager / "not-compiled.txt").write_text("aten.foo has no fusec lowering\n")  # what the backend's fallback writes
+    assert main([str(root)]) == 0
+    page = (root / "report.html").read_text()
+    assert "This graph ran as torch ops (not compiled): aten.foo has no fusec lowering" in page
+    assert page.count("<td>ran as torch ops</td>") == 1
