@@ -146,7 +146,7 @@ def test_pipeline_option_spec_and_file(tmp_path):
     fn = lambda x: (x * 2).exp()  # noqa: E731
     compiled(fn, "interpret", pipeline="form-kernels", dump_dir=str(tmp_path / "spec"))(x)
     assert sorted(p.name for p in next((tmp_path / "spec").iterdir()).glob("*.mlir")) == [
-        "00-input.mlir", "01-form-kernels.mlir", "imported.mlir"]
+        "00-input.mlir", "01-form-kernels.mlir", "final.mlir", "imported.mlir"]
     torch._dynamo.reset()
     pipeline_file = tmp_path / "mine.pipeline"
     pipeline_file.write_text("# just the baseline\nform-kernels\ndce\n")
