@@ -96,7 +96,7 @@ def test_run_pipeline_accepts_pass_instances(tmp_path):
 def test_invalid_input_is_reported_before_any_pass():
     ctx = make_context()
     module = parse_module(ctx, GRAPH.replace("symbols(s0 in [1, inf]) ", ""))
-    with pytest.raises(PipelineError, match=r"^input IR does not verify: fusec.graph: size symbol 's0'"):
+    with pytest.raises(PipelineError, match=r"^<input>:1:1: input IR does not verify: fusec.graph: size symbol 's0'"):
         run_pipeline(ctx, module, "dce")
 
 
