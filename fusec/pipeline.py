@@ -23,13 +23,14 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, MultipleSpansParseError, ParseError
 from xdsl.utils.hints import isa, type_repr
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.analysis import timing
 from fusec.base import origins, remarks
@@ -88,6 +89,18 @@ class _LocatingParser(Parser):
             line, col = self._line_col(start)
             op.location = FileLineColLoc(StringAttr(self.lexer.input.name), IntAttr(line), IntAttr(col))
         return op
+
+    def _parse_block(self) -> Block:
+        if self._current_token.kind is MLIRTokenKind.EOF:  # xDSL's own message here is " in block definition"
+            self.raise_error("unexpected end of input: expected '}' to close the region")
+        return super()._parse_block()
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        if self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack) is None:
+            # xDSL points at the token after the name; the name itself is the culprit.
+            start = self.lexer.input.content.rfind(name, 0, self._current_token.span.start)
+            self.raise_error(f"unknown operation '{name}'", at_position=start, end_position=start + len(name))
+        return super()._get_op_by_name(name)
 
     def _line_col(self, pos: int) -> tuple[int, int]:
         if not hasattr(self, "_line_starts"):

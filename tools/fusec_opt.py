@@ -112,17 +112,29 @@ def _triton_emitter():
 
 def _read_input(input_file: str) -> tuple[str, str]:
     if input_file == "-":
-        return "<stdin>", sys.stdin.read()
+        return "<stdin>", _decode("<stdin>", sys.stdin.buffer.read())
     try:
-        return input_file, Path(input_file).read_text()
+        return input_file, _decode(input_file, Path(input_file).read_bytes())
     except FileNotFoundError:
         raise CommandError(f"cannot read '{input_file}': no such file") from None
     except IsADirectoryError:
         raise CommandError(f"cannot read '{input_file}': it is a directory") from None
     except OSError as e:
         raise CommandError(f"cannot read '{input_file}': {e.strerror or e}") from None
+
+
+def _decode(name: str, data: bytes) -> str:
+    """The input as text; binary data (not UTF-8, or holding a NUL byte) is refused with where it starts."""
+    try:
+        text = data.decode()
     except UnicodeDecodeError as e:
-        raise CommandError(f"cannot read '{input_file}': not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise CommandError(f"cannot read '{name}': not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if "\0" in text:
+        at = text.index("\0")
+        line = text.count("\n", 0, at) + 1
+        raise CommandError(f"cannot read '{name}': binary data (a NUL byte at line {line}, "
+                           f"column {at - text.rfind(chr(10), 0, at)}), not IR text")
+    return text.replace("\r\n", "\n")
 
 
 def _split(text: str) -> list[str]:
