@@ -150,14 +150,16 @@ def _at_op(op: Operation | None, message: str) -> str:
         return message
     where = origins.located(op)
     loc = where.location if where is not None else None
-    excerpt = origins.source_excerpt(loc)
-    if isinstance(loc, FileLineColLoc):
+    if isinstance(loc, FileLineColLoc):  # IR parsed from a file: its line as it is, as xDSL shows parse errors
+        excerpt = origins.source_excerpt(loc, indent="")
         inside = "" if where is op else f"\n  in: {_op_summary(where)}"
         body = excerpt if where is op and excerpt else f"  at: {_op_summary(op)}"
         return f"{origins.location_text(loc)}: {message}\n{body}{inside}"
     text = f"{message}\n  at: {_op_summary(op)}"
-    if loc is not None:
-        text += f"\n  from {origins.describe(op).split('(', 1)[1].rstrip(')')}" + (f"\n{excerpt}" if excerpt else "")
+    if loc is not None:  # imported from torch: the FX node and the user's line
+        inside = "" if where is op else f" (through '{where.name}' op)"
+        excerpt = origins.source_excerpt(loc, indent="    ")
+        text += f"\n  from {origins.location_text(loc)}{inside}" + (f"\n{excerpt}" if excerpt else "")
     return text
 
 
@@ -249,7 +251,7 @@ def _point_into(spec: str, offset: int, message: str) -> str:
     if isinstance(spec, PipelineText):
         line, col = spec.place(offset)
         shown = spec.lines[line - 1] if 0 < line <= len(spec.lines) else ""
-        return f"{spec.path}:{line}:{col}: {message}\n  {shown}\n  {' ' * (col - 1)}^"
+        return f"{spec.path}:{line}:{col}: {message}\n{shown}\n{' ' * (col - 1)}^"
     return f"{message}\n  {spec}\n  {' ' * offset}^"
 
 
@@ -497,7 +499,7 @@ def _note_pass_crash(running: ModulePass | None, e: Exception) -> None:
         return
     op = origins.op_in_flight(e.__traceback__)
     e.add_note(f"while running pass '{running.name}'" + (f" on {origins.describe(op)}" if op is not None else ""))
-    excerpt = origins.source_excerpt(origins.located(op).location) if op is not None else ""
+    excerpt = origins.source_excerpt(origins.located(op).location, indent="") if op is not None else ""
     if excerpt:
         e.add_note(excerpt)
 

@@ -347,8 +347,8 @@ def test_verifier_failure_names_the_op(capsys, tmp_path):
     err = run_error(capsys, path)
     assert err.splitlines() == [
         f"fusec-opt: error: {path}:2:3: input IR does not verify: fusec.pointwise: result: expected shape [4], got [5]",
-        '    %n = fusec.pointwise "neg" %a : (!fusec.tensor<[4], f32>) -> !fusec.tensor<[5], f32>',
-        "    ^",
+        '  %n = fusec.pointwise "neg" %a : (!fusec.tensor<[4], f32>) -> !fusec.tensor<[5], f32>',
+        "  ^",
     ]
 
 
