@@ -151,14 +151,14 @@ def _at_op(op: Operation | None, message: str) -> str:
     where = origins.located(op)
     loc = where.location if where is not None else None
     if isinstance(loc, FileLineColLoc):  # IR parsed from a file: its line as it is, as xDSL shows parse errors
-        excerpt = origins.source_excerpt(loc, indent="")
+        excerpt = origins.source_excerpt(loc)
         inside = "" if where is op else f"\n  in: {_op_summary(where)}"
         body = excerpt if where is op and excerpt else f"  at: {_op_summary(op)}"
         return f"{origins.location_text(loc)}: {message}\n{body}{inside}"
     text = f"{message}\n  at: {_op_summary(op)}"
     if loc is not None:  # imported from torch: the FX node and the user's line
         inside = "" if where is op else f" (through '{where.name}' op)"
-        excerpt = origins.source_excerpt(loc, indent="    ")
+        excerpt = origins.source_excerpt(loc)
         text += f"\n  from {origins.location_text(loc)}{inside}" + (f"\n{excerpt}" if excerpt else "")
     return text
 
@@ -476,9 +476,10 @@ def run_pipeline(
             raise _pass_failure(state["running"], e) from e
         except PipelineError:
             raise
-        except Exception as e:  # a bug in a pass: say which one and where, keep the traceback for --traceback
-            _note_pass_crash(state["running"], e)
-            raise
+        except Exception as e:  # a bug in a pass: say which one and where; the traceback stays on the cause
+            if state["running"] is None:
+                raise
+            raise PassCrash(state["running"].name, origins.op_in_flight(e.__traceback__), e) from e
         else:
             log.settle({f"@{op.sym_name.data}" for op in module.walk() if isinstance(op, (F.GraphOp, F.KernelOp, F.ComboOp))})
         finally:
@@ -493,15 +494,15 @@ def _pass_failure(running: ModulePass | None, e: Exception) -> PipelineError:
     return PipelineError(_at_op(origins.op_in_flight(e.__traceback__), f"pass '{name}' failed: {e}"))
 
 
-def _note_pass_crash(running: ModulePass | None, e: Exception) -> None:
-    """Notes under a pass's crash: the pass, then the op it was handling and the user's source line."""
-    if running is None:
-        return
-    op = origins.op_in_flight(e.__traceback__)
-    e.add_note(f"while running pass '{running.name}'" + (f" on {origins.describe(op)}" if op is not None else ""))
-    excerpt = origins.source_excerpt(origins.located(op).location, indent="") if op is not None else ""
-    if excerpt:
-        e.add_note(excerpt)
+class PassCrash(Exception):
+    """A bug inside a pass (not a problem with the input): the pass, the op it was handling with its FX node and
+    source line, and the original error (also the ``__cause__``, with its traceback)."""
+
+    def __init__(self, pass_name: str, op: Operation | None, error: Exception):
+        self.context = f"while running pass '{pass_name}'" + (f" on {origins.describe(op)}" if op is not None else "")
+        self.error = error
+        excerpt = origins.source_excerpt(origins.located(op).location) if op is not None and origins.located(op) else ""
+        super().__init__(f"{self.context}: {type(error).__name__}: {error}" + (f"\n{excerpt}" if excerpt else ""))
 
 
 @dataclasses.dataclass

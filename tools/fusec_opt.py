@@ -21,6 +21,7 @@ import click
 
 from fusec.pipeline import (
     DEFAULT_PIPELINE_FILE,
+    PassCrash,
     PipelineError,
     check_pass_name,
     list_passes,
@@ -178,6 +179,13 @@ def _report(message: str) -> None:
     sys.stderr.flush()
 
 
+def _internal_error_text(e: Exception) -> str:
+    """A bug, not the user's input: one line with what was running, where, and the error."""
+    where = f" ({e.context})" if isinstance(e, PassCrash) else ""
+    error = e.error if isinstance(e, PassCrash) else e
+    return f"internal error{where}: {type(error).__name__}: {error} (rerun with --traceback to see where)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: returns the exit code (0, or 1 after an error message)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -197,9 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if "--traceback" in args:
             raise
-        notes = "; ".join(n for n in getattr(e, "__notes__", []) if n.startswith("while running pass"))
-        where = f" ({notes})" if notes else ""
-        _report(f"internal error{where}: {type(e).__name__}: {e} (rerun with --traceback to see where)")
+        _report(_internal_error_text(e))
         return 1
     return result if isinstance(result, int) else 0
 

@@ -30,21 +30,26 @@ def location_text(loc) -> str | None:
     if isinstance(loc, FileLineColLoc):
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
     if isinstance(loc, NameLoc):
-        inner = location_text(loc.child_loc)
-        return f"FX node '{loc.name.data}'" + (f" at {inner}" if inner else "")
+        inner = location_text(loc.location)
+        return f"FX node '{loc.desc.data}'" + (f" at {inner}" if inner else "")
     return None
 
 
 def file_position(loc) -> FileLineColLoc | None:
     """The file position inside ``loc``, if it has one."""
     if isinstance(loc, NameLoc):
-        return file_position(loc.child_loc)
+        return file_position(loc.location)
     return loc if isinstance(loc, FileLineColLoc) else None
 
 
-def source_excerpt(loc, indent: str = "  ") -> str:
-    """The source line ``loc`` points at with a caret under its column ("" when the file cannot be read)."""
+def source_excerpt(loc, indent: str | None = None) -> str:
+    """The source line ``loc`` points at with a caret under its column ("" when the file cannot be read).
+
+    By default a line of an IR file shows as it is (as xDSL shows parse errors), a user's Python line indented
+    under the message (as Python's tracebacks show it).
+    """
     pos = file_position(loc)
+    indent = ("    " if isinstance(loc, NameLoc) else "") if indent is None else indent
     if pos is None:
         return ""
     line = linecache.getline(pos.filename.data, pos.line.data).rstrip("\n")
@@ -77,10 +82,3 @@ def op_in_flight(tb: TracebackType | None) -> Operation | None:
                 return value
     return None
 
-
-def context_lines(op: Operation | None) -> str:
-    """``at <describe(op)>`` and the source line with a caret, for the line under an error message ("" for no op)."""
-    if op is None:
-        return ""
-    excerpt = source_excerpt(located(op).location) if located(op) is not None else ""
-    return f"at {describe(op)}" + (f"\n{excerpt}" if excerpt else "")
