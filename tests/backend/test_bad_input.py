@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.usefixtures("fresh_dynamo"),  # tests/conftest.py
               pytest.mark.filterwarnings("error:fusec. graph .* runs with torch")]
 
 NAN, INF = float("nan"), float("inf")
+ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+DEVICES = ["cpu", pytest.param("cuda", marks=ON_GPU)]  # NaN rules differ between the interpreter and GPU code
 
 GRAPH = """\
 fusec.graph @g(%a : !fusec.tensor<[s0, 8], f32>, %b : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[s0], f32>) symbols(s0 in [1, inf]) {
@@ -157,6 +159,26 @@ def test_a_pass_crash_names_the_pass_the_fx_node_and_the_users_line(failing_pass
             f"KeyError: 'mul'\n    {text}\n    {' ' * (col - 1)}^") in message
 
 
+def test_a_pipeline_file_error_under_torch_compile_names_file_line_column(tmp_path):
+    pipe = tmp_path / "mine.pipeline"
+    pipe.write_text("form-kernels\n# fusion next\nvertical-fusion{max-ops=lots}\n")
+    message = compile_failure(str(pipe))
+    assert (f"{pipe}:3:17: pass 'vertical-fusion': option 'max-ops' expects int, got lots\n"
+            "vertical-fusion{max-ops=lots}\n"
+            "                ^") in message
+
+
+def test_a_lowering_failure_names_the_op_and_its_line():
+    ctx = make_context()
+    module = parse_module(ctx, GRAPH, "lower_me.mlir")  # no form-kernels: graph ops cannot reach the launcher
+    with pytest.raises(ValueError, match="fusec.reduce cannot reach the launcher") as info:
+        compile_module(module, {"s0": 4})
+    assert info.value.__notes__ == [
+        "while lowering 'fusec.reduce' op (lower_me.mlir:2:3)",
+        GRAPH.splitlines()[1] + "\n  ^",
+    ]
+
+
 # ---------------------------------------------------------------- NaN and Inf as eager
 
 
@@ -207,26 +229,30 @@ REDUCTIONS = {
 }
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", POINTWISE)
-def test_nan_and_inf_propagate_through_pointwise_ops_as_eager(name):
-    compile_and_compare(POINTWISE[name], special_values(), exact=name != "transcendental")
+def test_nan_and_inf_propagate_through_pointwise_ops_as_eager(name, device):
+    compile_and_compare(POINTWISE[name], special_values().to(device), exact=name != "transcendental")
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("name", REDUCTIONS)
-def test_nan_and_inf_propagate_through_reductions_as_eager(name, dynamic):
+def test_nan_and_inf_propagate_through_reductions_as_eager(name, dynamic, device):
     """max/min of a row with a NaN is NaN, argmax/argmin point at its first NaN, ties give the first index.
     Static sizes give persistent reductions (whole rows), dynamic ones looped reductions (rows in blocks)."""
-    compile_and_compare(REDUCTIONS[name], special_values(), dynamic=dynamic, exact=name not in ("softmax", "var"))
+    compile_and_compare(REDUCTIONS[name], special_values().to(device), dynamic=dynamic, exact=name not in ("softmax", "var"))
 
 
 # ---------------------------------------------------------------- empty and 0-d tensors, Python scalars
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("shape", [(0, 5), (4, 0), (0,)], ids=str)
-def test_zero_size_tensors(shape, dynamic):
-    compile_and_compare(lambda x: (x * 2 + 1, x.sum(-1), x.mean(-1), x.prod(-1), x.sum(0)), randn(*shape), dynamic=dynamic)
+def test_zero_size_tensors(shape, dynamic, device):
+    compile_and_compare(lambda x: (x * 2 + 1, x.sum(-1), x.mean(-1), x.prod(-1), x.sum(0)), randn(*shape).to(device),
+                        dynamic=dynamic)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
