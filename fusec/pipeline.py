@@ -67,7 +67,7 @@ def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
 
     Ops without a ``loc(...)`` of their own get the place of their text, so later errors can point at it.
     """
-    if not text.strip():
+    if is_blank_ir(text):
         raise PipelineError(f"{name}: the input is empty (expected fusec IR, e.g. a fusec.graph)")
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # for the excerpts of later errors
     parser = _LocatingParser(ctx, text, name)
@@ -77,6 +77,24 @@ def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
         raise PipelineError(_parse_error_text(e)) from e
     except Exception as e:  # e.g. a type's verifier rejecting its parameters while parsing
         raise PipelineError(_parse_error_text(_located_at_current_token(parser, str(e)))) from e
+
+
+def is_blank_ir(text: str) -> bool:
+    """Whether ``text`` holds nothing but white space and ``//`` comments."""
+    return not re.sub(r"//[^\n]*", "", text).strip()
+
+
+def decode_text(name: str, data: bytes) -> str:
+    """``data`` as text; binary data (not UTF-8, or holding a NUL byte) is one PipelineError saying where."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"cannot read '{name}': not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if "\0" in text:
+        at = text.index("\0")
+        line, col = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+        raise PipelineError(f"cannot read '{name}': binary data (a NUL byte at line {line}, column {col})")
+    return text.replace("\r\n", "\n")
 
 
 class _LocatingParser(Parser):
@@ -196,9 +214,13 @@ def read_pipeline_file(path: str | Path) -> PipelineText:
     The spec remembers where each of its characters was in the file, so errors name the file, line and column.
     """
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PipelineError(f"cannot read pipeline file '{path}': {getattr(e, 'strerror', None) or e}") from e
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise PipelineError(f"cannot read pipeline file '{path}': {e.strerror or e}") from e
+    try:
+        text = decode_text(str(path), data)
+    except PipelineError as e:
+        raise PipelineError(e.message.replace("cannot read '", "cannot read pipeline file '", 1)) from None
     spec, pieces = _join_lines_with_places(text)
     return PipelineText(spec, str(path), tuple(text.splitlines()), pieces)
 

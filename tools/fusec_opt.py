@@ -24,6 +24,8 @@ from fusec.pipeline import (
     PassCrash,
     PipelineError,
     check_pass_name,
+    decode_text,
+    is_blank_ir,
     list_passes,
     module_text,
     parse_module,
@@ -113,9 +115,9 @@ def _triton_emitter():
 
 def _read_input(input_file: str) -> tuple[str, str]:
     if input_file == "-":
-        return "<stdin>", _decode("<stdin>", sys.stdin.buffer.read())
+        return "<stdin>", decode_text("<stdin>", sys.stdin.buffer.read())
     try:
-        return input_file, _decode(input_file, Path(input_file).read_bytes())
+        return input_file, decode_text(input_file, Path(input_file).read_bytes())
     except FileNotFoundError:
         raise CommandError(f"cannot read '{input_file}': no such file") from None
     except IsADirectoryError:
@@ -124,27 +126,14 @@ def _read_input(input_file: str) -> tuple[str, str]:
         raise CommandError(f"cannot read '{input_file}': {e.strerror or e}") from None
 
 
-def _decode(name: str, data: bytes) -> str:
-    """The input as text; binary data (not UTF-8, or holding a NUL byte) is refused with where it starts."""
-    try:
-        text = data.decode()
-    except UnicodeDecodeError as e:
-        raise CommandError(f"cannot read '{name}': not UTF-8 text ({e.reason} at byte {e.start})") from None
-    if "\0" in text:
-        at = text.index("\0")
-        line = text.count("\n", 0, at) + 1
-        raise CommandError(f"cannot read '{name}': binary data (a NUL byte at line {line}, "
-                           f"column {at - text.rfind(chr(10), 0, at)}), not IR text")
-    return text.replace("\r\n", "\n")
-
-
 def _split(text: str) -> list[str]:
     """Chunks at MLIR's `// -----` lines, each padded with the newlines before it so errors keep their line numbers."""
     chunks, line = [], 0
     for chunk in text.split(SPLIT_MARKER):
         chunks.append("\n" * line + chunk)
         line += chunk.count("\n")
-    return chunks
+    # A chunk of only comments (a trailing marker, a file's header) is no input of its own.
+    return [c for c in chunks if not is_blank_ir(c)] or chunks[:1]
 
 
 def _process(name: str, text: str, passes, dump_dir: Path | None, emitter, show_remarks: bool, printing: dict) -> str:

@@ -164,7 +164,7 @@ def test_nul_byte(capsys, tmp_path):
     path = tmp_path / "bin.mlir"
     path.write_bytes(b"fusec.graph\n  @g\x00\x01")
     assert error_of(capsys, path) == [
-        f"fusec-opt: error: cannot read '{path}': binary data (a NUL byte at line 2, column 5), not IR text"]
+        f"fusec-opt: error: cannot read '{path}': binary data (a NUL byte at line 2, column 5)"]
 
 
 @pytest.mark.parametrize("data, message", [
@@ -270,3 +270,26 @@ def test_pass_crash_traceback_carries_the_context(tmp_path):
     assert str(info.value) == (f"while running pass 'test-crash-pointwise' on 'fusec.pointwise' op ({path}:2:3): "
                                f"KeyError: 'neg'\n{NEG_LINE}\n  ^")
     assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_comment_only_input_is_empty(capsys, tmp_path):
+    path = ir_file(tmp_path, "// RUN: nothing\n\n// else\n")
+    assert error_of(capsys, path) == [f"fusec-opt: error: {path}: the input is empty (expected fusec IR, e.g. a fusec.graph)"]
+
+
+def test_split_input_file_skips_a_trailing_marker(capsys, tmp_path):
+    path = ir_file(tmp_path, SMALL + "// -----\n// nothing after the marker\n")
+    assert main([str(path), "--split-input-file"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.count("fusec.graph @h") == 1 and "// -----" not in out
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"dce\xff\n", "not UTF-8 text (invalid start byte at byte 3)"),
+    (b"dce\n\x00", "binary data (a NUL byte at line 2, column 1)"),
+])
+def test_binary_pipeline_file(capsys, tmp_path, data, message):
+    pipe = tmp_path / "p.pipeline"
+    pipe.write_bytes(data)
+    assert error_of(capsys, ir_file(tmp_path, SMALL), "--pipeline-file", pipe) == [
+        f"fusec-opt: error: cannot read pipeline file '{pipe}': {message}"]
