@@ -163,22 +163,24 @@ def verify_module(module: ModuleOp, what: str = "IR") -> None:
 
 def _at_op(op: Operation | None, message: str) -> str:
     """``message`` placed at ``op``: ``file:line:col: message`` and the line for IR parsed from a file; the FX node
-    and the user's source line for IR imported from torch; the op's text otherwise."""
+    and the user's source line for IR imported from torch; the op's text otherwise.  The place goes under the
+    message's first line, before any further lines it has (remarks, notes)."""
     if op is None:
         return message
+    first, _, rest = message.partition("\n")
     where = origins.located(op)
     loc = where.location if where is not None else None
+    excerpt = origins.source_excerpt(loc)
     if isinstance(loc, FileLineColLoc):  # IR parsed from a file: its line as it is, as xDSL shows parse errors
-        excerpt = origins.source_excerpt(loc)
         inside = "" if where is op else f"\n  in: {_op_summary(where)}"
         body = excerpt if where is op and excerpt else f"  at: {_op_summary(op)}"
-        return f"{origins.location_text(loc)}: {message}\n{body}{inside}"
-    text = f"{message}\n  at: {_op_summary(op)}"
-    if loc is not None:  # imported from torch: the FX node and the user's line
-        inside = "" if where is op else f" (through '{where.name}' op)"
-        excerpt = origins.source_excerpt(loc)
-        text += f"\n  from {origins.location_text(loc)}{inside}" + (f"\n{excerpt}" if excerpt else "")
-    return text
+        lines = [f"{origins.location_text(loc)}: {first}", body + inside]
+    else:
+        lines = [first, f"  at: {_op_summary(op)}"]
+        if loc is not None:  # imported from torch: the FX node and the user's line
+            inside = "" if where is op else f" (through '{where.name}' op)"
+            lines += [f"  from {origins.location_text(loc)}{inside}"] + ([excerpt] if excerpt else [])
+    return "\n".join(lines + ([rest] if rest else []))
 
 
 def _failing_op(module: ModuleOp, error: Exception) -> tuple[Operation | None, str]:
