@@ -158,10 +158,10 @@ def verify_module(module: ModuleOp, what: str = "IR") -> None:
     op, message = _failing_op(module, error)
     if op is not None and not message.startswith(op.name):
         message = f"'{op.name}' op: {message}"
-    raise PipelineError(_at_op(op, f"{what} does not verify: {message}")) from error
+    raise PipelineError(message_at(op, f"{what} does not verify: {message}")) from error
 
 
-def _at_op(op: Operation | None, message: str) -> str:
+def message_at(op: Operation | None, message: str) -> str:
     """``message`` placed at ``op``: ``file:line:col: message`` and the line for IR parsed from a file; the FX node
     and the user's source line for IR imported from torch; the op's text otherwise.  The place goes under the
     message's first line, before any further lines it has (remarks, notes)."""
@@ -515,7 +515,7 @@ def run_pipeline(
 def _pass_failure(running: ModulePass | None, e: Exception) -> PipelineError:
     """A pass's refusal as one message placed at the op it was handling (its FX node and source line)."""
     name = running.name if running is not None else "?"
-    return PipelineError(_at_op(origins.op_in_flight(e.__traceback__), f"pass '{name}' failed: {e}"))
+    return PipelineError(message_at(origins.op_in_flight(e.__traceback__), f"pass '{name}' failed: {e}"))
 
 
 class PassCrash(Exception):

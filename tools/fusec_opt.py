@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from fusec.base import origins
 from fusec.pipeline import (
     DEFAULT_PIPELINE_FILE,
     PassCrash,
@@ -27,6 +28,7 @@ from fusec.pipeline import (
     decode_text,
     is_blank_ir,
     list_passes,
+    message_at,
     module_text,
     parse_module,
     parse_pipeline_spec,
@@ -149,7 +151,8 @@ def _process(name: str, text: str, passes, dump_dir: Path | None, emitter, show_
     except Exception as e:  # the emitter refusing IR it cannot lower is the user's input, not a crash
         if emitter is module_text:
             raise
-        raise PipelineError(f"triton emission failed: {type(e).__name__}: {e}") from e
+        op = origins.op_in_flight(e.__traceback__)
+        raise PipelineError(message_at(op, f"triton emission failed: {type(e).__name__}: {e}")) from e
 
 
 def _write_output(output: str | None, text: str) -> None:

@@ -293,3 +293,13 @@ def test_binary_pipeline_file(capsys, tmp_path, data, message):
     pipe.write_bytes(data)
     assert error_of(capsys, ir_file(tmp_path, SMALL), "--pipeline-file", pipe) == [
         f"fusec-opt: error: cannot read pipeline file '{pipe}': {message}"]
+
+
+def test_a_lowering_refusal_names_the_op_file_line_column(capsys, tmp_path):
+    path = ir_file(tmp_path, SMALL)  # no form-kernels: a graph-level op cannot be lowered
+    assert error_of(capsys, path, "--emit", "triton") == [
+        f"fusec-opt: error: {path}:2:3: triton emission failed: LoweringError: @h: fusec.pointwise cannot reach the launcher; "
+        "run form-kernels first (after it a graph holds only kernels, combos, externs, views and its output)",
+        NEG_LINE,
+        "  ^",
+    ]
