@@ -35,25 +35,32 @@ class InputSignature:
     """What a graph takes: ``check(inputs)`` raises one clear error naming the first input the types contradict."""
 
     plan: BindPlan  # count, ranks and every dim against the size symbols
-    dtypes: tuple[torch.dtype, ...]
+    dtypes: tuple[torch.dtype | None, ...]  # None: a type with no torch dtype, not checked
 
     @staticmethod
     def of(graph: F.GraphOp) -> InputSignature:
-        return InputSignature(bind_plan(graph), tuple(dtypes.of_ir(a.type.element_type).torch for a in graph.block.args))
+        return InputSignature(bind_plan(graph), tuple(_torch_dtype(a.type) for a in graph.block.args))
 
     def check(self, inputs: Sequence) -> None:
         name = self.plan.graph
         for i, t in enumerate(inputs):
             if not isinstance(t, torch.Tensor):
-                want = f"a {self.dtypes[i]} tensor" if i < len(self.dtypes) else "a tensor"
+                want = f"a {self.dtypes[i]} tensor" if i < len(self.dtypes) and self.dtypes[i] is not None else "a tensor"
                 raise InputTypeMismatch(f"@{name}: input {i} must be {want}, got {type(t).__name__} {t!r:.40}")
         try:
             self.plan.bind(inputs)
         except UnboundSymbol:  # a symbol no input gives is a graph the launcher refused to build, not a bad call
             pass
         for i, (t, want) in enumerate(zip(inputs, self.dtypes, strict=True)):
-            if t.dtype != want:
+            if want is not None and t.dtype != want:
                 raise InputMismatch(f"@{name}: input {i} must be {want}, got {t.dtype} (shape {list(t.shape)})")
+
+
+def _torch_dtype(t) -> torch.dtype | None:
+    try:
+        return dtypes.of_ir(t.element_type).torch
+    except (dtypes.UnknownDType, AttributeError):
+        return None
 
 
 class CompiledGraph:
