@@ -169,15 +169,15 @@ def message_at(op: Operation | None, message: str) -> str:
         return message
     first, _, rest = message.partition("\n")
     where = origins.located(op)
-    loc = where.location if where is not None else None
+    loc = origins.location_of(op)
     excerpt = origins.source_excerpt(loc)
-    if isinstance(loc, FileLineColLoc):  # IR parsed from a file: its line as it is, as xDSL shows parse errors
+    if where is not None and isinstance(loc, FileLineColLoc):  # IR parsed from a file: its line as it is, as xDSL shows parse errors
         inside = "" if where is op else f"\n  in: {_op_summary(where)}"
         body = excerpt if where is op and excerpt else f"  at: {_op_summary(op)}"
         lines = [f"{origins.location_text(loc)}: {first}", body + inside]
     else:
         lines = [first, f"  at: {_op_summary(op)}"]
-        if loc is not None:  # imported from torch: the FX node and the user's line
+        if where is not None:  # imported from torch: the FX node and the user's line
             inside = "" if where is op else f" (through '{where.name}' op)"
             lines += [f"  from {origins.location_text(loc)}{inside}"] + ([excerpt] if excerpt else [])
     return "\n".join(lines + ([rest] if rest else []))
@@ -281,7 +281,8 @@ def _point_into(spec: str, offset: int, message: str) -> str:
 
 def _spec_places(spec: str) -> list[tuple[int, dict[str, int]]]:
     """Per pass of a well-formed spec: the offset of its name and of each option name (xDSL's own lexer)."""
-    lexer, places, depth, expect_name = PipelineLexer(spec), [], 0, True
+    places: list[tuple[int, dict[str, int]]] = []
+    lexer, depth, expect_name = PipelineLexer(spec), 0, True
     while (token := lexer.lex()).kind is not SpecTokenKind.EOF:
         kind = token.kind
         if kind is SpecTokenKind.IDENT and expect_name:
@@ -525,7 +526,7 @@ class PassCrash(Exception):
     def __init__(self, pass_name: str, op: Operation | None, error: Exception):
         self.context = f"while running pass '{pass_name}'" + (f" on {origins.describe(op)}" if op is not None else "")
         self.error = error
-        excerpt = origins.source_excerpt(origins.located(op).location) if op is not None and origins.located(op) else ""
+        excerpt = origins.source_excerpt(origins.location_of(op))
         super().__init__(f"{self.context}: {type(error).__name__}: {error}" + (f"\n{excerpt}" if excerpt else ""))
 
 

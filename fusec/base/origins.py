@@ -25,6 +25,12 @@ def located(op: Operation | None) -> Operation | None:
     return None
 
 
+def location_of(op: Operation | None):
+    """The location of ``op`` or of its nearest located parent (None when none has one)."""
+    where = located(op)
+    return where.location if where is not None else None
+
+
 def location_text(loc) -> str | None:
     """``file:line:col``, ``FX node 'mul_3' at file:line:col`` or ``FX node 'mul_3'``; None for an unknown location."""
     if isinstance(loc, FileLineColLoc):

@@ -45,8 +45,8 @@ class InputSignature:
         name = self.plan.graph
         for i, t in enumerate(inputs):
             if not isinstance(t, torch.Tensor):
-                want = f"a {self.dtypes[i]} tensor" if i < len(self.dtypes) and self.dtypes[i] is not None else "a tensor"
-                raise InputTypeMismatch(f"@{name}: input {i} must be {want}, got {type(t).__name__} {t!r:.40}")
+                kind = f"a {self.dtypes[i]} tensor" if i < len(self.dtypes) and self.dtypes[i] is not None else "a tensor"
+                raise InputTypeMismatch(f"@{name}: input {i} must be {kind}, got {type(t).__name__} {t!r:.40}")
         try:
             self.plan.bind(inputs)
         except UnboundSymbol:  # a symbol no input gives is a graph the launcher refused to build, not a bad call
@@ -169,6 +169,6 @@ def _note_origin(e: Exception) -> None:
     if op is None:
         return
     e.add_note(f"while lowering {origins.describe(op)}")
-    excerpt = origins.source_excerpt(origins.located(op).location)
+    excerpt = origins.source_excerpt(origins.location_of(op))
     if excerpt:
         e.add_note(excerpt)
