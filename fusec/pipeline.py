@@ -7,9 +7,11 @@ Every problem the user can cause is a ``PipelineError`` with one clear message.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import difflib
 import importlib
+import linecache
 import re
 import sys
 import types
@@ -20,17 +22,18 @@ from pathlib import Path
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.ir import Block, Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, MultipleSpansParseError, ParseError
 from xdsl.utils.hints import isa, type_repr
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.analysis import timing
-from fusec.base import remarks
+from fusec.base import origins, remarks
 from fusec.dialects import fusec as F
 from fusec.registry import PASSES, PassFactory, pass_summary
 
@@ -60,14 +63,69 @@ def module_text(module: ModuleOp) -> str:
 
 
 def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
-    """Parse IR text; errors become ``name:line:col: message`` with the line and a caret."""
-    parser = Parser(ctx, text, name)
+    """Parse IR text; errors become ``name:line:col: message`` with the line and a caret.
+
+    Ops without a ``loc(...)`` of their own get the place of their text, so later errors can point at it.
+    """
+    if is_blank_ir(text):
+        raise PipelineError(f"{name}: the input is empty (expected fusec IR, e.g. a fusec.graph)")
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # for the excerpts of later errors
+    parser = _LocatingParser(ctx, text, name)
     try:
         return parser.parse_module()
     except ParseError as e:
         raise PipelineError(_parse_error_text(e)) from e
     except Exception as e:  # e.g. a type's verifier rejecting its parameters while parsing
         raise PipelineError(_parse_error_text(_located_at_current_token(parser, str(e)))) from e
+
+
+def is_blank_ir(text: str) -> bool:
+    """Whether ``text`` holds nothing but white space and ``//`` comments."""
+    return not re.sub(r"//[^\n]*", "", text).strip()
+
+
+def decode_text(name: str, data: bytes) -> str:
+    """``data`` as text; binary data (not UTF-8, or holding a NUL byte) is one PipelineError saying where."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"cannot read '{name}': not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if "\0" in text:
+        at = text.index("\0")
+        line, col = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+        raise PipelineError(f"cannot read '{name}': binary data (a NUL byte at line {line}, column {col})")
+    return text.replace("\r\n", "\n")
+
+
+class _LocatingParser(Parser):
+    """xDSL's parser, giving each op it parses the file position of its first token."""
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span.start
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc):
+            line, col = self._line_col(start)
+            op.location = FileLineColLoc(StringAttr(self.lexer.input.name), IntAttr(line), IntAttr(col))
+        return op
+
+    def _parse_block(self) -> Block:
+        if self._current_token.kind is MLIRTokenKind.EOF:  # xDSL's own message here is " in block definition"
+            self.raise_error("unexpected end of input: expected '}' to close the region")
+        return super()._parse_block()
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        if self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack) is None:
+            # xDSL points at the token after the name; the name itself is the culprit.
+            start = self.lexer.input.content.rfind(name, 0, self._current_token.span.start)
+            self.raise_error(f"unknown operation '{name}'", at_position=start, end_position=start + len(name))
+        return super()._get_op_by_name(name)
+
+    def _line_col(self, pos: int) -> tuple[int, int]:
+        if not hasattr(self, "_line_starts"):
+            content = self.lexer.input.content
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", content)]
+        line = bisect.bisect_right(self._line_starts, pos)
+        return line, pos - self._line_starts[line - 1] + 1
 
 
 def _located_at_current_token(parser: Parser, message: str) -> ParseError:
@@ -100,8 +158,29 @@ def verify_module(module: ModuleOp, what: str = "IR") -> None:
     op, message = _failing_op(module, error)
     if op is not None and not message.startswith(op.name):
         message = f"'{op.name}' op: {message}"
-    where = f"\n  at: {_op_summary(op)}" if op is not None else ""
-    raise PipelineError(f"{what} does not verify: {message}{where}") from error
+    raise PipelineError(message_at(op, f"{what} does not verify: {message}")) from error
+
+
+def message_at(op: Operation | None, message: str) -> str:
+    """``message`` placed at ``op``: ``file:line:col: message`` and the line for IR parsed from a file; the FX node
+    and the user's source line for IR imported from torch; the op's text otherwise.  The place goes under the
+    message's first line, before any further lines it has (remarks, notes)."""
+    if op is None:
+        return message
+    first, _, rest = message.partition("\n")
+    where = origins.located(op)
+    loc = origins.location_of(op)
+    excerpt = origins.source_excerpt(loc)
+    if where is not None and isinstance(loc, FileLineColLoc):  # IR parsed from a file: its line as it is, as xDSL shows parse errors
+        inside = "" if where is op else f"\n  in: {_op_summary(where)}"
+        body = excerpt if where is op and excerpt else f"  at: {_op_summary(op)}"
+        lines = [f"{origins.location_text(loc)}: {first}", body + inside]
+    else:
+        lines = [first, f"  at: {_op_summary(op)}"]
+        if where is not None:  # imported from torch: the FX node and the user's line
+            inside = "" if where is op else f" (through '{where.name}' op)"
+            lines += [f"  from {origins.location_text(loc)}{inside}"] + ([excerpt] if excerpt else [])
+    return "\n".join(lines + ([rest] if rest else []))
 
 
 def _failing_op(module: ModuleOp, error: Exception) -> tuple[Operation | None, str]:
@@ -131,28 +210,90 @@ def _op_summary(op: Operation) -> str:
 # ---------------------------------------------------------------- specs
 
 
-def read_pipeline_file(path: str | Path) -> str:
-    """A pipeline file's spec: ``#`` starts a comment, lines are joined (with commas between passes)."""
+def read_pipeline_file(path: str | Path) -> PipelineText:
+    """A pipeline file's spec: ``#`` starts a comment, lines are joined (with commas between passes).
+
+    The spec remembers where each of its characters was in the file, so errors name the file, line and column.
+    """
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PipelineError(f"cannot read pipeline file '{path}': {getattr(e, 'strerror', None) or e}") from e
-    return join_pipeline_lines(text)
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise PipelineError(f"cannot read pipeline file '{path}': {e.strerror or e}") from e
+    try:
+        text = decode_text(str(path), data)
+    except PipelineError as e:
+        raise PipelineError(e.message.replace("cannot read '", "cannot read pipeline file '", 1)) from None
+    spec, pieces = _join_lines_with_places(text)
+    return PipelineText(spec, str(path), tuple(text.splitlines()), pieces)
+
+
+class PipelineText(str):
+    """A spec joined from a pipeline file's lines; ``place(offset)`` is the (line, column) of a spec character."""
+
+    path: str
+    lines: tuple[str, ...]
+    pieces: tuple[tuple[int, int, int], ...]  # (offset in the spec, line, column) where each file line's text starts
+
+    def __new__(cls, spec: str, path: str, lines: tuple[str, ...], pieces: tuple[tuple[int, int, int], ...]):
+        self = super().__new__(cls, spec)
+        self.path, self.lines, self.pieces = path, lines, pieces
+        return self
+
+    def place(self, offset: int) -> tuple[int, int]:
+        if not self.pieces:
+            return 1, 1
+        i = max(bisect.bisect_right([p[0] for p in self.pieces], offset) - 1, 0)
+        start, line, col = self.pieces[i]
+        end = self.pieces[i + 1][0] if i + 1 < len(self.pieces) else len(self)
+        # A separator joined in before the next line, or the end of the spec, is placed just after this line's text.
+        return line, col + min(offset, end) - start
 
 
 def join_pipeline_lines(text: str) -> str:
     """Strip ``#`` comments and join lines: with a comma between passes, a space between options."""
-    spec = ""
-    for line in text.splitlines():
-        line = _strip_comment(line).strip()
+    return _join_lines_with_places(text)[0]
+
+
+def _join_lines_with_places(text: str) -> tuple[str, tuple[tuple[int, int, int], ...]]:
+    spec, pieces = "", []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _strip_comment(raw).strip()
         if not line:
             continue
         if not spec or spec.endswith((",", "{")) or line.startswith((",", "}")):
             sep = ""
         else:
             sep = " " if _brace_depth(spec) > 0 else ","
-        spec += sep + line
-    return spec.removesuffix(",")  # a trailing comma after the last pass is harmless in a file
+        spec += sep
+        pieces.append((len(spec), number, len(raw) - len(raw.lstrip()) + 1))
+        spec += line
+    return spec.removesuffix(","), tuple(pieces)  # a trailing comma after the last pass is harmless in a file
+
+
+def _point_into(spec: str, offset: int, message: str) -> str:
+    """``message`` with the place ``offset`` of ``spec`` shown: the file's line for a pipeline file, else the spec."""
+    if isinstance(spec, PipelineText):
+        line, col = spec.place(offset)
+        shown = spec.lines[line - 1] if 0 < line <= len(spec.lines) else ""
+        return f"{spec.path}:{line}:{col}: {message}\n{shown}\n{' ' * (col - 1)}^"
+    return f"{message}\n  {spec}\n  {' ' * offset}^"
+
+
+def _spec_places(spec: str) -> list[tuple[int, dict[str, int]]]:
+    """Per pass of a well-formed spec: the offset of its name and of each option name (xDSL's own lexer)."""
+    places: list[tuple[int, dict[str, int]]] = []
+    lexer, depth, expect_name = PipelineLexer(spec), 0, True
+    while (token := lexer.lex()).kind is not SpecTokenKind.EOF:
+        kind = token.kind
+        if kind is SpecTokenKind.IDENT and expect_name:
+            if depth == 0:
+                places.append((token.span.start, {}))
+            elif places:
+                places[-1][1].setdefault(token.span.text, token.span.start)
+        depth += (kind is SpecTokenKind.L_BRACE) - (kind is SpecTokenKind.R_BRACE)
+        expect_name = kind in (SpecTokenKind.COMMA, SpecTokenKind.L_BRACE, SpecTokenKind.SPACE) if depth else \
+            kind is SpecTokenKind.COMMA
+    return places
 
 
 def _strip_comment(line: str) -> str:
@@ -175,15 +316,24 @@ def default_pipeline_spec() -> str:
 
 
 def parse_pipeline_spec(spec: str, available: dict[str, PassFactory] | None = None) -> tuple[ModulePass, ...]:
-    """The passes of ``spec``, options checked: unknown passes and bad options are PipelineErrors."""
+    """The passes of ``spec``, options checked: a syntax error, an unknown pass and a bad option are PipelineErrors
+    that point into the spec (into the file, for a spec read by ``read_pipeline_file``)."""
     available = PASSES if available is None else available
     try:
         arg_specs = list(parse_pipeline(spec))
     except ArgSpecParseError as e:  # a BaseException in xDSL, so it must be named
-        raise PipelineError(_syntax_error_text(spec, e)) from None
-    for arg_spec in arg_specs:
-        check_pass_name(arg_spec.name, available)
-    return tuple(_instantiate(load_pass(s.name, available), s) for s in arg_specs)
+        offset, message = _syntax_error(e)
+        raise PipelineError(_point_into(spec, offset, f"invalid pipeline spec: {message}")) from None
+    places = _spec_places(spec)
+    passes = []
+    for arg_spec, (at, option_at) in zip(arg_specs, places, strict=True):
+        try:
+            check_pass_name(arg_spec.name, available)
+            passes.append(_instantiate(load_pass(arg_spec.name, available), arg_spec))
+        except PipelineError as e:
+            offset = option_at.get(e.option, at) if isinstance(e, OptionError) else at
+            raise PipelineError(_point_into(spec, offset, e.message)) from e.__cause__
+    return tuple(passes)
 
 
 def load_pass(name: str, available: dict[str, PassFactory] | None = None) -> type[ModulePass]:
@@ -204,12 +354,22 @@ def check_pass_name(name: str, available: dict[str, PassFactory] | None = None) 
         raise PipelineError(f"unknown pass '{name}' ({hint})")
 
 
-def _syntax_error_text(spec: str, e: ArgSpecParseError) -> str:
-    # xDSL's text: a title line, "pass-pipeline:1:col", the spec, a caret line, the message.
+def _syntax_error(e: ArgSpecParseError) -> tuple[int, str]:
+    """(offset in the spec, message) of xDSL's error: its text is a title, ``pass-pipeline:1:col``, the spec,
+    a caret line, the message."""
     lines = str(e).splitlines()
-    if len(lines) >= 5:
-        return f"invalid pipeline spec: {lines[4].strip()}\n  {lines[2]}\n  {lines[3]}"
-    return f"invalid pipeline spec '{spec}': {str(e)}"
+    found = re.search(r":1:(\d+)$", lines[1]) if len(lines) >= 5 else None
+    if found is None:
+        return 0, str(e)
+    return int(found.group(1)) - 1, lines[4].strip()
+
+
+class OptionError(PipelineError):
+    """A bad option of a pass: ``option`` is its name as written in the spec."""
+
+    def __init__(self, message: str, option: str):
+        super().__init__(message)
+        self.option = option
 
 
 def _quoted(names: Sequence[str], conj: str = "and") -> str:
@@ -262,10 +422,10 @@ def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
             close = difflib.get_close_matches(key.replace("_", "-"), names, n=3, cutoff=0.6)
             hint = (f"did you mean {_quoted(close, 'or')}?" if close else
                     f"its options are {_quoted(names)}" if names else "it takes no options")
-            raise PipelineError(f"pass '{spec.name}' has no option '{key}' ({hint})")
+            raise OptionError(f"pass '{spec.name}' has no option '{key}' ({hint})", key)
         if not _option_fits(value, hints[field]):
             given = ",".join(map(str, value)) if value else "(no value)"
-            raise PipelineError(f"pass '{spec.name}': option '{key}' expects {type_repr(hints[field])}, got {given}")
+            raise OptionError(f"pass '{spec.name}': option '{key}' expects {type_repr(hints[field])}, got {given}", key)
     try:
         return cls.from_spec(spec)
     except (ValueError, TypeError) as e:  # a required option missing, or the pass's own __post_init__ check
@@ -338,20 +498,36 @@ def run_pipeline(
         try:
             PassPipeline(passes, callback).apply(ctx, module)
         except DiagnosticException as e:  # a pass refusing the IR it was given
-            name = state["running"].name if state["running"] else "?"
-            raise PipelineError(f"pass '{name}' failed: {e}") from e
+            raise _pass_failure(state["running"], e) from e
         except PipelineError:
             raise
-        except Exception as e:  # a bug in a pass: say which one, keep the traceback for --traceback
-            if state["running"] is not None:
-                e.add_note(f"while running pass '{state['running'].name}'")
-            raise
+        except Exception as e:  # a bug in a pass: say which one and where; the traceback stays on the cause
+            if state["running"] is None:
+                raise
+            raise PassCrash(state["running"].name, origins.op_in_flight(e.__traceback__), e) from e
         else:
             log.settle({f"@{op.sym_name.data}" for op in module.walk() if isinstance(op, (F.GraphOp, F.KernelOp, F.ComboOp))})
         finally:
             if dumps:
                 dumps.write_remarks(log)
     return log
+
+
+def _pass_failure(running: ModulePass | None, e: Exception) -> PipelineError:
+    """A pass's refusal as one message placed at the op it was handling (its FX node and source line)."""
+    name = running.name if running is not None else "?"
+    return PipelineError(message_at(origins.op_in_flight(e.__traceback__), f"pass '{name}' failed: {e}"))
+
+
+class PassCrash(Exception):
+    """A bug inside a pass (not a problem with the input): the pass, the op it was handling with its FX node and
+    source line, and the original error (also the ``__cause__``, with its traceback)."""
+
+    def __init__(self, pass_name: str, op: Operation | None, error: Exception):
+        self.context = f"while running pass '{pass_name}'" + (f" on {origins.describe(op)}" if op is not None else "")
+        self.error = error
+        excerpt = origins.source_excerpt(origins.location_of(op))
+        super().__init__(f"{self.context}: {type(error).__name__}: {error}" + (f"\n{excerpt}" if excerpt else ""))
 
 
 @dataclasses.dataclass

@@ -17,6 +17,7 @@ from fusec.pipeline import (
     parse_module,
     parse_pipeline_spec,
     pipeline_spec_text,
+    read_pipeline_file,
     run_pipeline,
 )
 from fusec.registry import PASSES, make_context
@@ -96,7 +97,7 @@ def test_run_pipeline_accepts_pass_instances(tmp_path):
 def test_invalid_input_is_reported_before_any_pass():
     ctx = make_context()
     module = parse_module(ctx, GRAPH.replace("symbols(s0 in [1, inf]) ", ""))
-    with pytest.raises(PipelineError, match=r"^input IR does not verify: fusec.graph: size symbol 's0'"):
+    with pytest.raises(PipelineError, match=r"^<input>:1:1: input IR does not verify: fusec.graph: size symbol 's0'"):
         run_pipeline(ctx, module, "dce")
 
 
@@ -123,3 +124,54 @@ def test_a_pass_that_fails_to_load_is_a_clean_error(monkeypatch):
     from fusec.pipeline import list_passes
 
     assert "test-broken\n    (pass 'test-broken' cannot be loaded: SyntaxError" in list_passes()
+
+
+# ---------------------------------------------------------------- where errors point
+
+
+def test_a_pipeline_file_spec_knows_where_each_character_was(tmp_path):
+    path = tmp_path / "p.pipeline"
+    path.write_text("# header\n\n  a{x=1   # why\n    y=2}\n\tb,\nc\n")
+    spec = read_pipeline_file(path)
+    assert spec == "a{x=1 y=2},b,c" and spec.path == str(path)
+    assert [spec.place(spec.index(ch)) for ch in "axybc"] == [(3, 3), (3, 5), (4, 5), (5, 2), (6, 1)]
+    assert spec.place(spec.index(" ")) == (3, 8)  # the space joined in for a line break: the end of the line before
+    assert spec.place(len(spec)) == (6, 2)  # the end of the spec: after its last character
+
+
+def test_parsed_ops_carry_their_place_and_keep_a_loc_of_their_own():
+    text = GRAPH.replace("-> !fusec.tensor<[s0], f32>\n", '-> !fusec.tensor<[s0], f32> loc("model.py":12:9)\n', 1)
+    module = parse_module(make_context(), text, "in.mlir")
+    graph = module.body.block.first_op
+    neg, output = list(graph.body.block.ops)
+    assert (graph.location.filename.data, graph.location.line.data, graph.location.column.data) == ("in.mlir", 1, 1)
+    assert (neg.location.filename.data, neg.location.line.data, neg.location.column.data) == ("model.py", 12, 9)
+    assert (output.location.line.data, output.location.column.data) == (3, 3)
+
+
+def test_a_pass_refusal_names_the_fx_node_of_an_imported_op():
+    """An op the importer made carries loc("mul_3"("model.py":12:9)): a refusal names the node and its line."""
+    from xdsl.dialects.builtin import FileLineColLoc, IntAttr, NameLoc, StringAttr
+    from xdsl.utils.exceptions import PassFailedException
+
+    from fusec.dialects import fusec as F
+
+    @dataclass(frozen=True)
+    class Refuse(ModulePass):
+        name = "test-refuse"
+
+        def apply(self, ctx, op) -> None:
+            for neg in op.walk():
+                if isinstance(neg, F.PointwiseOp):
+                    raise PassFailedException("no")
+
+    ctx = make_context()
+    module = parse_module(ctx, GRAPH)
+    neg = next(op for op in module.walk() if isinstance(op, F.PointwiseOp))
+    neg.location = NameLoc(StringAttr("neg_1"), FileLineColLoc(StringAttr("/no/such/model.py"), IntAttr(12), IntAttr(9)))
+    with pytest.raises(PipelineError) as info:
+        run_pipeline(ctx, module, [Refuse()])
+    assert info.value.message == (
+        "pass 'test-refuse' failed: no\n"
+        '  at: %n = fusec.pointwise "neg" %a : (!fusec.tensor<[s0], f32>) -> !fusec.tensor<[s0], f32>\n'
+        "  from FX node 'neg_1' at /no/such/model.py:12:9")

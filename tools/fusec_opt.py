@@ -19,11 +19,16 @@ from pathlib import Path
 
 import click
 
+from fusec.base import origins
 from fusec.pipeline import (
     DEFAULT_PIPELINE_FILE,
+    PassCrash,
     PipelineError,
     check_pass_name,
+    decode_text,
+    is_blank_ir,
     list_passes,
+    message_at,
     module_text,
     parse_module,
     parse_pipeline_spec,
@@ -112,17 +117,15 @@ def _triton_emitter():
 
 def _read_input(input_file: str) -> tuple[str, str]:
     if input_file == "-":
-        return "<stdin>", sys.stdin.read()
+        return "<stdin>", decode_text("<stdin>", sys.stdin.buffer.read())
     try:
-        return input_file, Path(input_file).read_text()
+        return input_file, decode_text(input_file, Path(input_file).read_bytes())
     except FileNotFoundError:
         raise CommandError(f"cannot read '{input_file}': no such file") from None
     except IsADirectoryError:
         raise CommandError(f"cannot read '{input_file}': it is a directory") from None
     except OSError as e:
         raise CommandError(f"cannot read '{input_file}': {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise CommandError(f"cannot read '{input_file}': not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def _split(text: str) -> list[str]:
@@ -131,7 +134,8 @@ def _split(text: str) -> list[str]:
     for chunk in text.split(SPLIT_MARKER):
         chunks.append("\n" * line + chunk)
         line += chunk.count("\n")
-    return chunks
+    # A chunk of only comments (a trailing marker, a file's header) is no input of its own.
+    return [c for c in chunks if not is_blank_ir(c)] or chunks[:1]
 
 
 def _process(name: str, text: str, passes, dump_dir: Path | None, emitter, show_remarks: bool, printing: dict) -> str:
@@ -147,7 +151,8 @@ def _process(name: str, text: str, passes, dump_dir: Path | None, emitter, show_
     except Exception as e:  # the emitter refusing IR it cannot lower is the user's input, not a crash
         if emitter is module_text:
             raise
-        raise PipelineError(f"triton emission failed: {type(e).__name__}: {e}") from e
+        op = origins.op_in_flight(e.__traceback__)
+        raise PipelineError(message_at(op, f"triton emission failed: {type(e).__name__}: {e}")) from e
 
 
 def _write_output(output: str | None, text: str) -> None:
@@ -164,6 +169,13 @@ def _write_output(output: str | None, text: str) -> None:
 def _report(message: str) -> None:
     sys.stderr.write(f"fusec-opt: error: {message}\n")
     sys.stderr.flush()
+
+
+def _internal_error_text(e: Exception) -> str:
+    """A bug, not the user's input: one line with what was running, where, and the error."""
+    where = f" ({e.context})" if isinstance(e, PassCrash) else ""
+    error = e.error if isinstance(e, PassCrash) else e
+    return f"internal error{where}: {type(error).__name__}: {error} (rerun with --traceback to see where)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,9 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if "--traceback" in args:
             raise
-        notes = "; ".join(n for n in getattr(e, "__notes__", []) if n.startswith("while running pass"))
-        where = f" ({notes})" if notes else ""
-        _report(f"internal error{where}: {type(e).__name__}: {e} (rerun with --traceback to see where)")
+        _report(_internal_error_text(e))
         return 1
     return result if isinstance(result, int) else 0
 

@@ -10,7 +10,7 @@ fusec.graph @g(%a : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[s0], f32>) symb
   }
   fusec.output %k : !fusec.tensor<[s0], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid-tiled.mlir: input IR does not verify: fusec.kernel @k: a tiled kernel has a 2-D domain [xnumel, rnumel]
+// CHECK: fusec-opt: error: {{.*}}invalid-tiled.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: a tiled kernel has a 2-D domain [xnumel, rnumel]
 
 // -----
 
@@ -24,4 +24,4 @@ fusec.graph @g(%a : !fusec.tensor<[s0, 8], f32>) -> (!fusec.tensor<[s0], f32>) s
   }
   fusec.output %k : !fusec.tensor<[s0], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid-tiled.mlir: input IR does not verify: fusec.kernel @k: fusec.reduce_r in a tiled (pointwise) kernel
+// CHECK: fusec-opt: error: {{.*}}invalid-tiled.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: fusec.reduce_r in a tiled (pointwise) kernel

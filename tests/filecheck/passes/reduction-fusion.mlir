@@ -55,7 +55,9 @@
 // CHECK-NEXT:    %s = fusec.kernel @fusec_red_sum_{{[0-9]+}} [s0, s0] (%x)
 // CHECK:         %o = fusec.kernel @fusec_poi_add_{{[0-9]+}} [pow(s0, 2)] (%s)
 // REMARK: remark: reduction-fusion: index-mismatch: @fusec_poi_add_{{[0-9]+}} reads [floordiv(x, s0), mod(x, s0)] of @fusec_red_sum_{{[0-9]+}} [s0, s0], which stores at [x]
-// EXPECT: fusec-opt: error: {{.*}}reduction-fusion.mlir: pass 'expect-fused' failed: @outer_sum: expected at most 1 kernel launch, found 2: @fusec_red_sum_{{[0-9]+}}, @fusec_poi_add_{{[0-9]+}}
+// EXPECT: fusec-opt: error: {{.*}}reduction-fusion.mlir:[[# @LINE + 45]]:3: pass 'expect-fused' failed: @outer_sum: expected at most 1 kernel launch, found 2: @fusec_red_sum_{{[0-9]+}}, @fusec_poi_add_{{[0-9]+}}
+// EXPECT-NEXT: {{^}}  fusec.graph @outer_sum(
+// EXPECT-NEXT: {{^  \^$}}
 // EXPECT-NEXT: remark: vertical-fusion: domain-mismatch
 // EXPECT: remark: reduction-fusion: index-mismatch
 
