@@ -11,7 +11,7 @@ fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.kernel @k: the pointwise schedule is for, and only for, a 1-D domain
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: the pointwise schedule is for, and only for, a 1-D domain
 
 // -----
 
@@ -25,7 +25,7 @@ fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.kernel @k: a looped schedule, and only it, has a max_rblock
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: a looped schedule, and only it, has a max_rblock
 
 // -----
 
@@ -38,7 +38,7 @@ fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.kernel @k: index type must be int32 or int64, got 'int16'
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: index type must be int32 or int64, got 'int16'
 
 // -----
 
@@ -52,4 +52,4 @@ fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir: input IR does not verify: fusec.kernel @k: max_rblock must be a power of 2 of at least 2, got 6
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: max_rblock must be a power of 2 of at least 2, got 6
