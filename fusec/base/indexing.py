@@ -47,7 +47,7 @@ def _key(upper: Upper | None) -> tuple:
 @functools.lru_cache(maxsize=8192)
 def _simplify(e: sympy.Expr, upper_items: tuple) -> sympy.Expr:
     ranges = _Ranges(dict(upper_items))
-    e = sympy.expand(e)
+    e = sympy.expand(e.xreplace({v: 0 for v, b in upper_items if b == 1}))  # a one-point domain: v is 0
     for _ in range(_ROUNDS):
         new = sympy.expand(merge_digits(sympy.expand(ranges.fold(e)), ranges))
         if new == e:
