@@ -55,15 +55,15 @@ class Gpt2(nn.Module):
         return self.ln_f(self.blocks(x))
 
 
-def compile_and_count(dump: Path) -> tuple[int, collections.Counter]:
-    """Compile the model, check it against eager, and return (launches, remark counts by code)."""
+def compile_and_count(dump: Path, fn=None, inputs=None, dynamic: bool = False) -> tuple[int, collections.Counter]:
+    """Compile ``fn`` (the model by default), check it against eager, and return (launches, remark counts by code)."""
     torch.manual_seed(0)
-    model = Gpt2().eval()
-    x = torch.randn(B, T, C)
+    fn = fn or Gpt2().eval()
+    inputs = inputs or [torch.randn(B, T, C)]
     torch._dynamo.reset()
     with torch.no_grad():
-        got = torch.compile(model, backend="fusec", options={"dump_dir": str(dump)})(x)
-        want = model(x)
+        got = torch.compile(fn, backend="fusec", dynamic=dynamic, options={"dump_dir": str(dump)})(*inputs)
+        want = fn(*inputs)
     torch._dynamo.reset()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     (graph_dir,) = [p for p in dump.iterdir() if p.is_dir()]
@@ -81,6 +81,29 @@ def test_gpt2_block_fuses(tmp_path, fresh_dynamo):
     assert launches <= MAX_LAUNCHES, codes
     # A view between two ops no longer hides that they read the same elements.
     assert codes["reduction-fusion: index-mismatch"] == 0, codes
+
+
+def _ln_after_add(x, y, w, b):
+    return nn.functional.layer_norm(x + y, x.shape[-1:], w, b)
+
+
+def _transformer_tail(x, w1, b1, w2, b2, bias):
+    """The issue's "small transformer layer's tail": two layer norms, GELU, a residual, a mean and a max."""
+    h = nn.functional.gelu(nn.functional.layer_norm(x, x.shape[-1:], w1, b1) + bias)
+    y = nn.functional.layer_norm(h + x, x.shape[-1:], w2, b2)
+    return y, h.mean(-1), y.amax(-1)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize(("fn", "activations", "vectors"), [(_ln_after_add, 2, 2), (_transformer_tail, 1, 5)],
+                         ids=["ln_after_add", "tail"])
+def test_layer_norms_over_b_t_c_are_one_kernel(tmp_path, fresh_dynamo, fn, activations, vectors, dynamic):
+    """Over [B, T, C] the statistics are read back through [B, T, 1] views: 3 and 5 kernels before issue 12.1."""
+    gen = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(B, T, C, generator=gen) for _ in range(activations)]
+    inputs += [torch.randn(C, generator=gen) for _ in range(vectors)]
+    launches, codes = compile_and_count(tmp_path, fn, inputs, dynamic)
+    assert launches == 1, codes
 
 
 if __name__ == "__main__":
