@@ -78,5 +78,5 @@ def flat_maps(domain: Sequence[sympy.Expr], hints: Iterable[sympy.Expr] = ()) ->
 def covers_domain(index: sympy.Expr, domain: Sequence[sympy.Expr]) -> bool:
     """True when ``index`` takes every value of [0, numel(domain)) exactly once over the domain."""
     if len(domain) == 1:
-        return same_index(index, X)
+        return same_index(index, simplify_in_domain(X, domain))  # x, or 0 in a one-point domain
     return any(same_index(index, f) for f in flat_maps(domain, [index]))
