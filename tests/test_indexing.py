@@ -239,3 +239,49 @@ def test_folded_reduction_views_read_what_torch_reads(chain, data):
         want = _torch_chain(flat, steps, env).reshape(-1).numpy()
         rnumel = int(shapes.numel(dims[kept:]).subs(env))
         assert np.array_equal(_evaluate(offset, env, want.size, rnumel), want), print_expr(offset)
+
+
+# ---------------------------------------------------------------- property: random expressions keep their values
+
+XN, RN = 12, 6  # the bounds of x and r in the expression property
+
+
+@st.composite
+def index_exprs(draw, depth: int = 3, symbolic: bool = False):
+    """Sums of products of x, r, constants, floordiv and mod by positive divisors (what view folding builds)."""
+    sizes = [2, 3, 4, 6, 8, 12, 36] + ([S0, 2 * S0, 3 * S0] if symbolic else [])
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from([X, R, X, R, sympy.Integer(draw(st.integers(0, 5)))] + ([S0] if symbolic else [])))
+    kind = draw(st.sampled_from(["add", "scale", "floordiv", "mod"]))
+    if kind == "add":
+        return draw(index_exprs(depth - 1, symbolic)) + draw(index_exprs(depth - 1, symbolic))
+    if kind == "scale":
+        return draw(st.sampled_from([1, 2, 3, 6] + ([S0] if symbolic else []))) * draw(index_exprs(depth - 1, symbolic))
+    divisor = draw(st.sampled_from(sizes))
+    inner = draw(index_exprs(depth - 1, symbolic))
+    return shapes.FloorDiv(inner, divisor) if kind == "floordiv" else sympy.Mod(inner, divisor)
+
+
+def _values(e: sympy.Expr, s0: int, xn: int, rn: int) -> np.ndarray:
+    xs, rs = np.meshgrid(np.arange(xn), np.arange(rn), indexing="ij")
+    fn = sympy.lambdify([X, R], e.subs(S0, s0), modules=[{"FloorDiv": np.floor_divide, "Mod": np.mod}, "numpy"])
+    return np.broadcast_to(fn(xs, rs), xs.shape)
+
+
+@pytest.mark.slow
+@settings(derandomize=True, max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(e=index_exprs())
+def test_simplified_expressions_keep_their_values(e):
+    simple = indexing.simplify(e, {X: XN, R: RN})
+    assert np.array_equal(_values(e, 1, XN, RN), _values(simple, 1, XN, RN)), f"{print_expr(e)} -> {print_expr(simple)}"
+
+
+@pytest.mark.slow
+@settings(derandomize=True, max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(e=index_exprs(symbolic=True))
+def test_simplified_symbolic_expressions_keep_their_values(e):
+    """Divisors, coefficients and the bound of x over a size symbol: checked for several of its values."""
+    simple = indexing.simplify(e, {X: 3 * S0, R: RN})
+    for s0 in (1, 2, 5):
+        assert np.array_equal(_values(e, s0, 3 * s0, RN), _values(simple, s0, 3 * s0, RN)), \
+            f"{print_expr(e)} -> {print_expr(simple)} at s0 = {s0}"

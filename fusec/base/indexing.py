@@ -212,12 +212,12 @@ class _Ranges:
     def floordiv(self, a: sympy.Expr, k: sympy.Expr) -> sympy.Expr:
         if k == 1:
             return a
-        if isinstance(a, FloorDiv):
-            return self.floordiv(a.args[0], sympy.expand(a.args[1] * k))
-        if isinstance(a, sympy.Mod) and divides(k, a.args[1]):
-            return self.mod(self.floordiv(a.args[0], k), sympy.cancel(a.args[1] / k))
-        if not _is_size(k, self.upper):
+        if not _is_size(k, self.upper):  # every rule below needs a positive divisor
             return FloorDiv(a, k)
+        if isinstance(a, FloorDiv) and _is_size(a.args[1], self.upper):
+            return self.floordiv(a.args[0], sympy.expand(a.args[1] * k))
+        if isinstance(a, sympy.Mod) and _is_size(a.args[1], self.upper) and divides(k, a.args[1]):
+            return self.mod(self.floordiv(a.args[0], k), sympy.cancel(a.args[1] / k))
         if self.below(a, k):
             return sympy.Integer(0)
         q, rest = self._split_whole(a, k)
@@ -236,7 +236,7 @@ class _Ranges:
             return sympy.Mod(a, m)
         if self.below(a, m):
             return a
-        if isinstance(a, sympy.Mod) and divides(m, a.args[1]):
+        if isinstance(a, sympy.Mod) and _is_size(a.args[1], self.upper) and divides(m, a.args[1]):
             return self.mod(a.args[0], m)
         q, rest = self._split_whole(a, m)
         if q != 0:
