@@ -27,6 +27,7 @@ from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
 from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index
+from fusec.passes.kernel_index import domain_upper
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
 
@@ -46,7 +47,7 @@ class KernelNamer:
 def pointwise_kernel(op: F.PointwiseOp, name: str) -> F.KernelOp:
     out = tensor_type_of(op.result).contiguous()
     idx = shapes.flat_to_dims(X, out.dims)
-    kb = KernelBuilder()
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     args = [kb.element(v, broadcast_index(tensor_type_of(v), out.dims, idx)) for v in op.inputs]
     kb.store(kb.add(F.PointwiseOp(op.fn.data, args, out.element_type)), out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
@@ -60,7 +61,7 @@ def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
     x_idx = iter(shapes.flat_to_dims(X, kept_dims))
     r_idx = dict(zip(reduced, shapes.flat_to_dims(R, red_dims), strict=True))
     idx = [r_idx[i] if i in r_idx else next(x_idx) for i in range(in_t.rank)]
-    kb = KernelBuilder()
+    kb = KernelBuilder(domain_upper([shapes.numel(kept_dims), shapes.numel(red_dims)]))
     value = kb.element(op.input, idx)
     kb.store(kb.add(F.ReduceROp(op.kind.data, value, out.element_type)), out, X)
     return kb.finish(name, [shapes.numel(kept_dims), shapes.numel(red_dims)])
@@ -69,7 +70,7 @@ def reduce_kernel(op: F.ReduceOp, name: str) -> F.KernelOp:
 def cat_kernel(op: F.CatOp, name: str) -> F.KernelOp:
     out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
-    kb = KernelBuilder()
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     position = kb.symbolic(idx[d])
     start, pieces = sympy.Integer(0), []
     for v in op.inputs:
@@ -100,7 +101,7 @@ def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
     out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     k = tensor_type_of(op.index).rank
     idx = shapes.flat_to_dims(X, out.dims)
-    kb = KernelBuilder()
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     j = _gather_index(kb, op.index, idx[d:d + k], tensor_type_of(op.input).dims[d])
     value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + k:])
     kb.store(value, out, X)
@@ -110,7 +111,7 @@ def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
 def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
     out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
-    kb = KernelBuilder()
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     j = _gather_index(kb, op.index, idx, tensor_type_of(op.input).dims[d])
     value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + 1:])
     kb.store(value, out, X)
@@ -120,7 +121,7 @@ def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
 def materialize_kernel(op: F.ConstantOp | F.SymbolicOp, name: str) -> F.KernelOp:
     """A constant or symbolic value that an extern or the output needs as a real tensor."""
     out = tensor_type_of(op.result).contiguous()
-    kb = KernelBuilder()
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     kb.store(kb.element(op.result, shapes.flat_to_dims(X, out.dims)), out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
 

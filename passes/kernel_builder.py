@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import sympy
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from fusec.base import shapes
+from fusec.base import indexing, shapes
+from fusec.base.indexing import Upper
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
 
@@ -23,15 +24,19 @@ from fusec.dialects.attributes import tensor_type_of
 GATHERED = sympy.Symbol("gathered_", integer=True)
 
 
-def view_source(value: SSAValue, idx: Sequence[sympy.Expr]) -> tuple[SSAValue, list[sympy.Expr]]:
-    """Follow views back to a non-view value, rewriting the per-dim indices on the way."""
+def view_source(value: SSAValue, idx: Sequence[sympy.Expr], upper: Upper | None = None) -> tuple[SSAValue, list[sympy.Expr]]:
+    """Follow views back to a non-view value, rewriting the per-dim indices on the way.
+
+    ``upper`` bounds the iteration variables (``indexing.simplify``): each reshape's flat
+    index is simplified under it, so a split that a contiguous access undoes never nests.
+    """
     idx = list(idx)
     while True:
         op = value.owner
         if isinstance(op, F.ReshapeOp):
             out_t, in_t = tensor_type_of(op.result), tensor_type_of(op.input)
             strides = shapes.contiguous_strides(out_t.dims)
-            flat = shapes.simplify_index(sum((i * s for i, s in zip(idx, strides, strict=True)), sympy.Integer(0)))
+            flat = indexing.simplify(sum((i * s for i, s in zip(idx, strides, strict=True)), sympy.Integer(0)), upper)
             idx = shapes.flat_to_dims(flat, in_t.dims)
         elif isinstance(op, F.PermuteOp):
             new = [sympy.Integer(0)] * len(idx)
@@ -56,14 +61,19 @@ def broadcast_index(value_type: F.TensorType, out_dims: Sequence[sympy.Expr], id
     return [sympy.Integer(0) if d == 1 and out_dims[lead + k] != 1 else idx[lead + k] for k, d in enumerate(value_type.dims)]
 
 
-def storage_offset(t: F.TensorType, idx: Sequence[sympy.Expr]) -> sympy.Expr:
-    return shapes.simplify_index(sum((i * s for i, s in zip(idx, t.layout, strict=True)), sympy.Integer(0)))
+def storage_offset(t: F.TensorType, idx: Sequence[sympy.Expr], upper: Upper | None = None) -> sympy.Expr:
+    return indexing.simplify(sum((i * s for i, s in zip(idx, t.layout, strict=True)), sympy.Integer(0)), upper)
 
 
 class KernelBuilder:
-    """Collects a kernel's buffers and body ops, then makes the ``fusec.kernel``."""
+    """Collects a kernel's buffers and body ops, then makes the ``fusec.kernel``.
 
-    def __init__(self) -> None:
+    ``upper`` bounds the iteration variables of the kernel's domain (``0 <= x < xnumel``):
+    load indices are simplified under it.
+    """
+
+    def __init__(self, upper: Upper | None = None) -> None:
+        self.upper = dict(upper or {})
         self.block = Block()
         self.inputs: list[SSAValue] = []
         self.ops: list[Operation] = []
@@ -94,7 +104,7 @@ class KernelBuilder:
 
     def element(self, value: SSAValue, idx: Sequence[sympy.Expr], mask: SSAValue | None = None) -> SSAValue:
         """The element of graph value ``value`` at per-dim indices ``idx``."""
-        source, idx = view_source(value, idx)
+        source, idx = view_source(value, idx, self.upper)
         owner = source.owner
         if isinstance(owner, F.ConstantOp):
             return self.constant(owner.value.data, tensor_type_of(owner.result).element_type)
@@ -105,7 +115,7 @@ class KernelBuilder:
             # an empty r still runs its x: a load there (at index 0, flat_to_dims' index into an empty shape)
             # would not depend on r, so rmask would not cover it and it would read past the buffer.
             return self.constant(0, tensor_type_of(source).element_type)
-        offset = storage_offset(tensor_type_of(source), idx)
+        offset = storage_offset(tensor_type_of(source), idx, self.upper)
         gathered = None
         if GATHERED in offset.free_symbols:
             gathered = self._gathered_offset(offset)

@@ -12,6 +12,9 @@ Out: for a reduction kernel K over ``[xnumel, rnumel]`` (x a row, r a column):
       becomes a flat map ``f(x, r)`` of K's domain (``rnumel*x + r`` for a last-dim
       reduction, ``x + xnumel*r`` for a first-dim one, see ``kernel_index.flat_maps``);
     - a reduction over the same ``[xnumel, rnumel]`` (softmax: the sum after the max).
+  A one-row reduction (a full sum, ``[1, rnumel]``) stores its value at ``x = 0``: its scalar
+  epilogue (``mean = sum / n``) joins it; a per-element one does not (serial-epilogue: the
+  one program of K would run all of E).
   Legal only when, after re-indexing, every load of an output of K reads the
   index K stores it at (``x`` for a per-row value), proved with sympy
   (index-mismatch), with no run-time offset or mask (indirect-load, masked-load).
@@ -66,6 +69,8 @@ def joining_maps(k: F.KernelOp, e: F.KernelOp) -> list[Mapping] | Decline:
     elif equal(e.domain_exprs[0], xnumel):
         return [{}]
     elif equal(e.domain_exprs[0], xnumel * rnumel):
+        if xnumel == 1:  # one program would run all of E's elements after the sum: keep E parallel
+            return "serial-epilogue", f"{describe(e)} {_dom(e)} would run in the one program of {describe(k)} {_dom(k)}"
         hints = [ld.index.data for ld in k.block.ops if isinstance(ld, F.LoadOp)]
         return [{X: f} for f in flat_maps(k.domain_exprs, hints)]
     return "domain-mismatch", f"{_dom(k)} vs {_dom(e)}"
@@ -85,9 +90,11 @@ def epilogue_mapping(k: F.KernelOp, e: F.KernelOp) -> Mapping | Decline:
     maps = joining_maps(k, e)
     if isinstance(maps, tuple):
         return maps
+    # Both sides in K's domain: a one-element reduction (a full sum) stores its value at x = 0.
+    stored_at = {v: simplify_in_domain(k_stores[results.index(v)].index.data, k.domain_exprs) for _, v in loads}
     for mapping in maps:
         if all(same_index(simplify_in_domain(substitute(ld.index.data, mapping, k.domain_exprs), k.domain_exprs),
-                          k_stores[results.index(v)].index.data) for ld, v in loads):
+                          stored_at[v]) for ld, v in loads):
             return mapping
     reads = ", ".join(sorted({print_expr(ld.index.data) for ld, _ in loads}))
     stored = ", ".join(sorted({print_expr(k_stores[results.index(v)].index.data) for _, v in loads}))

@@ -28,22 +28,6 @@ def test_floordiv_pulls_out_whole_multiples():
     assert shapes.FloorDiv(shapes.FloorDiv(X, 4), 8) == shapes.FloorDiv(X, 32)
 
 
-@pytest.mark.parametrize("dims", [["s0", 512], ["s0", 8, 64], [4, "s0", 8], [1, "s0", 1, 3]])
-def test_contiguous_access_simplifies_to_x(dims):
-    dims = [shapes.as_expr(d) for d in dims]
-    idx = shapes.flat_to_dims(X, dims)
-    offset = sum(i * s for i, s in zip(idx, shapes.contiguous_strides(dims), strict=True))
-    assert shapes.simplify_index(offset) == X
-
-
-def test_simplify_is_sound_on_values():
-    dims = [3, 5, 7]
-    idx = shapes.flat_to_dims(X, dims)
-    expr = shapes.simplify_index(idx[0] * 35 + idx[1] * 7 + idx[2] * 1 + 0 * X)
-    for v in range(105):
-        assert int(expr.subs(X, v)) == v
-
-
 def test_broadcast_shapes_is_symbolic():
     s0, s1 = shapes.size_symbol("s0"), shapes.size_symbol("s1")
     assert shapes.broadcast_shapes([s0, 1], [512]) == [s0, 512]

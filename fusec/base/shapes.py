@@ -342,7 +342,7 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 2 ** math.ceil(math.log2(n))
 
 
-# ---------------------------------------------------------------- index simplification
+# ---------------------------------------------------------------- flat indices
 
 
 def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
@@ -362,94 +362,6 @@ def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
         e = FloorDiv(var, stride)
         out.append(e if k == 0 or all(d == 1 for d in shape[:k]) else sympy.Mod(e, size))
     return out
-
-
-def simplify_index(e: sympy.Expr) -> sympy.Expr:
-    """Undo the div/mod splits that view folding makes, so a contiguous access reads ``x``.
-
-    Rules, applied until nothing changes (c a coefficient, e any expression):
-      c*a*floordiv(e, a) + c*mod(e, a)            -> c*e
-      c*a*mod(floordiv(e, a), b) + c*mod(e, a)    -> c*mod(e, a*b)
-    """
-    e = sympy.expand(_drop_by_range(sympy.expand(e)))
-    changed = True
-    while changed:
-        changed = False
-        terms = list(sympy.Add.make_args(e))
-        for i, t in enumerate(terms):
-            coeff, core = _coeff_and_core(t)
-            if not isinstance(core, sympy.Mod):
-                continue
-            inner, a = core.args
-            for j, u in enumerate(terms):
-                if i == j:
-                    continue
-                ucoeff, ucore = _coeff_and_core(u)
-                if sympy.expand(ucoeff - coeff * a) != 0:
-                    continue
-                if isinstance(ucore, FloorDiv) and ucore.args == (inner, a):
-                    merged = coeff * inner
-                elif isinstance(ucore, sympy.Mod) and isinstance(ucore.args[0], FloorDiv) and ucore.args[0].args == (inner, a):
-                    merged = coeff * sympy.Mod(inner, a * ucore.args[1])
-                else:
-                    continue
-                rest = [terms[k] for k in range(len(terms)) if k not in (i, j)]
-                e = sympy.expand(sympy.Add(*rest) + merged)
-                changed = True
-                break
-            if changed:
-                break
-    return e
-
-
-def _coeff_and_core(t: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
-    """Split a term into (product of plain factors, the one div/mod factor); core is the term itself if none."""
-    factors = sympy.Mul.make_args(t)
-    cores = [f for f in factors if isinstance(f, (FloorDiv, sympy.Mod))]
-    if len(cores) != 1:
-        return sympy.Integer(1), t
-    return sympy.Mul(*[f for f in factors if f is not cores[0]]), cores[0]
-
-
-def integer_range(e: sympy.Expr) -> tuple[float, float]:
-    """Bounds (lo, hi) of a non-negative index expression; hi may be inf."""
-    if e.is_Integer:
-        return int(e), int(e)
-    if e.is_Symbol:
-        return (0 if e.name in INDEX_VARS else 1), math.inf
-    if isinstance(e, sympy.Mod) and e.args[1].is_Integer:
-        lo, hi = integer_range(e.args[0])
-        m = int(e.args[1])
-        return (lo, hi) if lo >= 0 and hi < m else (0, m - 1)
-    if isinstance(e, FloorDiv) and e.args[1].is_Integer:
-        lo, hi = integer_range(e.args[0])
-        d = int(e.args[1])
-        return lo // d, (hi // d if hi != math.inf else math.inf)
-    if isinstance(e, sympy.Add):
-        bounds = [integer_range(a) for a in e.args]
-        return sum(b[0] for b in bounds), sum(b[1] for b in bounds)
-    if isinstance(e, sympy.Mul):
-        coeff, rest = e.as_coeff_Mul()
-        if coeff.is_Integer and coeff > 0 and rest != e:
-            lo, hi = integer_range(rest)
-            return int(coeff) * lo, int(coeff) * hi
-    return -math.inf, math.inf
-
-
-def _drop_by_range(e: sympy.Expr) -> sympy.Expr:
-    """floordiv(e, d) -> 0 and mod(e, m) -> e when the bounds of e prove it (bottom-up)."""
-    if not e.args:
-        return e
-    e = e.func(*[_drop_by_range(a) for a in e.args])
-    if isinstance(e, FloorDiv) and e.args[1].is_Integer:
-        lo, hi = integer_range(e.args[0])
-        if lo >= 0 and hi < int(e.args[1]):
-            return sympy.Integer(0)
-    if isinstance(e, sympy.Mod) and e.args[1].is_Integer:
-        lo, hi = integer_range(e.args[0])
-        if lo >= 0 and hi < int(e.args[1]):
-            return e.args[0]
-    return e
 
 
 # ---------------------------------------------------------------- intervals

@@ -207,3 +207,40 @@ def test_expect_fused_reports_the_remarks():
     message = str(failure.value)
     assert "expected at most 1 kernel launch, found 3" in message
     assert "remark: reduction-fusion: limit: max-ops=5 exceeded" in message
+
+
+def test_a_scalar_epilogue_fuses_into_a_full_reduction():
+    """mean(x) over all of x: the division of the one-element sum joins the reduction (issue 12.4)."""
+    t, c, n = tensor_type("s0, 32"), tensor_type(""), tensor_type("", "i64")
+    module, notes = fuse(graph_text(f"%x : {t}", c, f"""
+    %s = fusec.reduce "sum" %x dims [0, 1] : {t} -> {c}
+    %n = fusec.symbolic 32*s0 : {n}
+    %m = fusec.pointwise "div" %s, %n : ({c}, {n}) -> {c}
+    fusec.output %m : {c}"""))
+    (k,) = kernels(module)
+    assert k.sym_name.data.startswith("fusec_red_sum_div_") and ops_named(k, F.ReduceROp) == 1
+    assert not notes
+
+
+def test_a_per_element_epilogue_of_a_full_reduction_stays_parallel():
+    """x - sum(x): joining would run every element in the reduction's one program; a remark says so."""
+    t, c = tensor_type("s0, 32"), tensor_type("")
+    module, notes = fuse(graph_text(f"%x : {t}", t, f"""
+    %s = fusec.reduce "sum" %x dims [0, 1] : {t} -> {c}
+    %y = fusec.pointwise "sub" %x, %s : ({t}, {c}) -> {t}
+    fusec.output %y : {t}"""))
+    assert len(kernels(module)) == 2
+    assert [r.code for r in notes] == ["serial-epilogue"]
+    assert "[32*s0] would run in the one program of" in notes[0].message
+
+
+def test_a_scalar_read_by_a_longer_reduction_declines():
+    """sum(x) read by a reduction over other rows: not K's domain, and a remark says so."""
+    t, c, u, k1 = tensor_type("s0, 32"), tensor_type(""), tensor_type("s0, 16"), tensor_type("s0, 1")
+    module, notes = fuse(graph_text(f"%x : {t}, %y : {u}", k1, f"""
+    %s = fusec.reduce "sum" %x dims [0, 1] : {t} -> {c}
+    %d = fusec.pointwise "mul" %y, %s : ({u}, {c}) -> {u}
+    %r = fusec.reduce "sum" %d dims [1] keepdim : {u} -> {k1}
+    fusec.output %r : {k1}"""))
+    assert len(kernels(module)) == 2
+    assert [r.code for r in notes] == ["domain-mismatch"]
