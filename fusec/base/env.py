@@ -5,6 +5,9 @@
 
 ``FUSEC_CACHE_DIR``: where fusec.runtime caches generated kernel sources
 (default ``~/.cache/fusec``).
+
+``FUSEC_VERIFY_EACH``: ``1`` runs every op's verifier after every pass (the default in the tests);
+otherwise the pipeline verifies its input and result and checks the IR between passes cheaply.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 DUMP_DIR = "FUSEC_DUMP_DIR"
 CACHE_DIR = "FUSEC_CACHE_DIR"
+VERIFY_EACH = "FUSEC_VERIFY_EACH"
 
 
 def dump_dir() -> Path | None:
@@ -26,3 +30,8 @@ def cache_dir() -> Path:
     """The kernel cache folder: FUSEC_CACHE_DIR, else ~/.cache/fusec."""
     value = os.environ.get(CACHE_DIR, "").strip()
     return Path(value) if value else Path.home() / ".cache" / "fusec"
+
+
+def verify_each() -> bool:
+    """FUSEC_VERIFY_EACH=1: run every op's verifier after every pass (the tests set it; fusec-opt --verify-each)."""
+    return os.environ.get(VERIFY_EACH, "").strip().lower() in ("1", "true", "yes", "on")
