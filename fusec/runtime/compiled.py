@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
 from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
-from fusec.runtime.kernel_cache import load_kernel, source_hash
+from fusec.runtime.kernel_cache import load_shared_kernel, source_hash
 from fusec.runtime.kernel_runner import KernelRunner
 
 # ---------------------------------------------------------------- graphs
@@ -54,7 +54,7 @@ class CompiledGraph:
         namespace["_default_device"] = self.default_device
         keys = {name: positions for name, *positions in self.launcher.launch_keys}
         for k in self.launcher.kernels:
-            namespace[k.name] = KernelRunner(load_kernel(k.source, k.name, interpret), interpret, *keys.get(k.name, ()))
+            namespace[k.name] = shared_runner(load_shared_kernel(k.source, k.name, interpret), interpret, keys.get(k.name, ()))
         for name, target in self.launcher.externs:
             namespace[name] = resolve_target(target)
         filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
@@ -65,6 +65,19 @@ class CompiledGraph:
             call = _quiet_numpy(call)
         self._calls[interpret] = call
         return call
+
+
+_runners: dict[tuple, KernelRunner] = {}
+
+
+def shared_runner(kernel, interpret: bool, keys: tuple) -> KernelRunner:
+    """One runner per (kernel body, launch keys): a launch site whose body another site already launched
+    with the same keys starts on the fast path with that site's compiled kernels."""
+    key = (id(kernel), interpret, *map(tuple, keys))
+    runner = _runners.get(key)
+    if runner is None or runner.kernel is not kernel:
+        runner = _runners[key] = KernelRunner(kernel, interpret, *keys)
+    return runner
 
 
 def _quiet_numpy(call):
