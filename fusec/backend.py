@@ -20,6 +20,10 @@ keyword argument ``options``):
 ``execute``
     ``"triton"`` (generated kernels, through ``fusec.runtime``; default) or
     ``"interpret"`` (the reference interpreter).
+``compile_workers``
+    how many processes compile Triton kernels on the GPU (1: in-process); default:
+    ``$FUSEC_COMPILE_WORKERS``, else min(cpus, 8).  They start when the backend is
+    first called, while Dynamo, AOTAutograd and the pipeline run.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class BackendOptions:
     pipeline: str | None = None  # spec or .pipeline file; None: the default pipeline
     dump_dir: Path | None = None  # None: $FUSEC_DUMP_DIR (read once, when the options are made)
     execute: str = "triton"
+    compile_workers: int | None = None  # None: $FUSEC_COMPILE_WORKERS, else min(cpus, 8)
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -70,7 +75,10 @@ class BackendOptions:
             raise BackendOptionError("fusec: option 'pipeline' must be a string (a spec or a .pipeline file), "
                                      f"got {type(pipeline).__name__}")
         dump = options.get("dump_dir")
-        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton")
+        workers = options.get("compile_workers")
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+            raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
+        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers)
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -96,6 +104,10 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
     if kwargs:
         raise BackendOptionError(f"fusec: unexpected backend argument(s) {', '.join(sorted(kwargs))}")
     parse_pipeline_spec(options.pipeline_spec())  # a bad spec fails here, before any tracing
+    if options.execute == "triton":
+        from fusec.runtime.compile_pool import start_early
+
+        start_early(options.compile_workers)  # workers import Triton while Dynamo and the pipeline run
     compiler = functools.partial(compile_graph, options=options)
     return aot_autograd(
         fw_compiler=functools.partial(compiler, kind="forward"),
@@ -134,11 +146,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
     # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
     checks = "layout" if kind == "backward" else "alignment"
-    return boxed_runner(info, make_executor(module, info, options.execute, dump, checks))
+    return boxed_runner(info, make_executor(module, info, options.execute, dump, checks, options.compile_workers))
 
 
 def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", dump: Path | None = None,
-                  input_checks: str = "all") -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+                  input_checks: str = "all", compile_workers: int | None = None) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
     """How a compiled graph runs (graph inputs -> graph outputs): the one place that decides.
 
     ``execute``: "triton" (generated kernels) or "interpret" (the reference interpreter);
@@ -147,7 +159,7 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
     if execute == "triton":
         from fusec.runtime import compile_module
 
-        compiled = compile_module(module, info.size_hints, input_checks=input_checks)
+        compiled = compile_module(module, info.size_hints, input_checks=input_checks, compile_workers=compile_workers)
         if dump is not None:
             _dump_triton(compiled, dump)
         return compiled

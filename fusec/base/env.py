@@ -8,6 +8,8 @@
 
 ``FUSEC_VERIFY_EACH``: ``1`` runs every op's verifier after every pass (the default in the tests);
 otherwise the pipeline verifies its input and result and checks the IR between passes cheaply.
+
+``FUSEC_COMPILE_WORKERS``: how many processes compile Triton kernels (default min(cpus, 8); 1: in-process).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 DUMP_DIR = "FUSEC_DUMP_DIR"
 CACHE_DIR = "FUSEC_CACHE_DIR"
 VERIFY_EACH = "FUSEC_VERIFY_EACH"
+COMPILE_WORKERS = "FUSEC_COMPILE_WORKERS"
 
 
 def dump_dir() -> Path | None:
@@ -35,3 +38,20 @@ def cache_dir() -> Path:
 def verify_each() -> bool:
     """FUSEC_VERIFY_EACH=1: run every op's verifier after every pass (the tests set it; fusec-opt --verify-each)."""
     return os.environ.get(VERIFY_EACH, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def compile_workers() -> int | None:
+    """FUSEC_COMPILE_WORKERS as a positive int; None when unset (a bad value is ignored with a warning)."""
+    value = os.environ.get(COMPILE_WORKERS, "").strip()
+    if not value:
+        return None
+    try:
+        workers = int(value)
+        if workers < 1:
+            raise ValueError
+    except ValueError:
+        import warnings
+
+        warnings.warn(f"{COMPILE_WORKERS}={value!r} is not a positive integer: using the default", stacklevel=2)
+        return None
+    return workers

@@ -14,9 +14,11 @@ from collections.abc import Mapping, Sequence
 import torch
 from xdsl.dialects.builtin import ModuleOp
 
+from fusec.base.progress import Progress, logger
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
 from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
+from fusec.runtime.compile_pool import CompilePool, CompileRequest, collecting, shared_pool
 from fusec.runtime.kernel_cache import load_shared_kernel, source_hash
 from fusec.runtime.kernel_runner import KernelRunner
 
@@ -26,8 +28,9 @@ from fusec.runtime.kernel_runner import KernelRunner
 class CompiledGraph:
     """A graph ready to run: ``compiled(inputs) -> outputs`` (lists of tensors)."""
 
-    def __init__(self, launcher: Launcher, default_device: torch.device | None = None):
+    def __init__(self, launcher: Launcher, default_device: torch.device | None = None, pool: CompilePool | None = None):
         self.launcher = launcher
+        self.pool = pool or shared_pool()
         self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self._calls: dict[bool, object] = {}
 
@@ -43,28 +46,75 @@ class CompiledGraph:
         interpret = not inputs[0].is_cuda if inputs else self.default_device.type != "cuda"
         call = self._calls.get(interpret)
         if call is None:
+            if not interpret:
+                self.precompile(inputs)
             call = self._build(interpret)
         return call(inputs)
 
+    def precompile(self, inputs: Sequence[torch.Tensor]) -> int:
+        """Compile every kernel this call will launch, in the compile pool, before launching any.
+
+        The launcher runs once with its launches turned into warmups whose compiles are collected
+        (``compile_pool.collecting``), externs running on the uninitialised buffers: the specialisations
+        are exactly those of the real call.  Returns how many compiles were requested (0 when the pool
+        would compile in-process anyway: then the launches compile as they come).
+        """
+        if not self.pool.parallel or not self.launcher.kernels:
+            return 0
+        progress = Progress(f"@{self.launcher.graph_name}")
+        requests: list[CompileRequest] = []
+        sources = {}
+        try:
+            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False)
+            for k in self.launcher.kernels:
+                sources[id(load_shared_kernel(k.source, k.name, False))] = (k.source, k.name)
+            with collecting(sources, requests), torch.no_grad():
+                call(list(inputs))
+        except Exception as e:  # never worse than without the pool: the real launches compile what is missing
+            logger.debug("@%s: collecting compiles failed (%s: %s)", self.launcher.graph_name, type(e).__name__, e)
+        if requests:
+            progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
+            self.pool.compile(requests, progress)
+        return len(requests)
+
     def _build(self, interpret: bool):
         """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
+        keys = {name: positions for name, *positions in self.launcher.launch_keys}
+
+        def runner(k: TritonKernel) -> KernelRunner:
+            return shared_runner(load_shared_kernel(k.source, k.name, interpret), interpret, keys.get(k.name, ()))
+
+        call = self._bind(runner, interpret)
+        self._calls[interpret] = call
+        return call
+
+    def _bind(self, runner, interpret: bool):
+        """The launcher's ``call`` with each kernel name bound to ``runner(kernel)``."""
         from fusec.dialects.extern_calls import resolve_target
 
         namespace = runtime_globals()
         namespace["_default_device"] = self.default_device
-        keys = {name: positions for name, *positions in self.launcher.launch_keys}
         for k in self.launcher.kernels:
-            namespace[k.name] = shared_runner(load_shared_kernel(k.source, k.name, interpret), interpret, keys.get(k.name, ()))
+            namespace[k.name] = runner(k)
         for name, target in self.launcher.externs:
             namespace[name] = resolve_target(target)
         filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
         linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
         exec(compile(self.launcher.source, filename, "exec"), namespace)
         call = namespace["call"]
-        if interpret:
-            call = _quiet_numpy(call)
-        self._calls[interpret] = call
-        return call
+        return _quiet_numpy(call) if interpret else call
+
+
+class _Warmup:
+    """Stands for a ``KernelRunner`` while compiles are collected: Triton binds and specialises, nothing launches."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def launch(self, grid: int, num_warps: int, *args) -> None:
+        self.kernel.warmup(*args, grid=(grid,), num_warps=num_warps)
 
 
 _runners: dict[tuple, KernelRunner] = {}
@@ -93,11 +143,13 @@ def _quiet_numpy(call):
 
 def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
                    graph_name: str | None = None, options: LoweringOptions = LoweringOptions(),
-                   input_checks: str = "all") -> CompiledGraph:
+                   input_checks: str = "all", compile_workers: int | None = None) -> CompiledGraph:
     """Lower a graph after form-kernels (and any fusion) to Triton and a launcher.
 
     ``size_hints`` gives an example value per size symbol; the code works for every
     size the symbols' bounds admit, hints only steer choices that are safe anyway.
-    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``).
+    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``);
+    ``compile_workers``: processes compiling its kernels on the GPU (None: ``$FUSEC_COMPILE_WORKERS`` or min(cpus, 8)).
     """
-    return CompiledGraph(lower_graph(F.find_graph(module, graph_name), size_hints, options, input_checks))
+    return CompiledGraph(lower_graph(F.find_graph(module, graph_name), size_hints, options, input_checks),
+                         pool=shared_pool(compile_workers))
