@@ -75,6 +75,23 @@ def _warm() -> int:
     return os.getpid()
 
 
+@contextlib.contextmanager
+def _without_main_module():
+    """Workers spawned inside do not run the user's script: a spawned child imports the parent's ``__main__``
+    (a script without an ``if __name__ == "__main__"`` guard would compile its model again in every worker).
+    Workers run fusec's functions only, so an empty ``__main__`` is all they need."""
+    import sys
+    import types
+
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
 class CompilePool:
     """``pool.compile(requests)``: every request compiled, in parallel where processes are available."""
 
@@ -98,8 +115,9 @@ class CompilePool:
             try:
                 executor = concurrent.futures.ProcessPoolExecutor(
                     self.workers, mp_context=multiprocessing.get_context("spawn"))
-                for _ in range(self.workers):
-                    executor.submit(_warm)
+                with _without_main_module():
+                    for _ in range(self.workers):
+                        executor.submit(_warm)
             except (OSError, NotImplementedError, ImportError, RuntimeError) as e:  # no processes here (sandbox, no /dev/shm)
                 logger.debug("no compile workers (%s: %s): compiling in-process", type(e).__name__, e)
                 self._broken = True
@@ -122,7 +140,8 @@ class CompilePool:
 
     def _in_workers(self, requests: list[CompileRequest], progress: Progress) -> list[str | None]:
         try:
-            futures = {self._executor.submit(compile_request, r): i for i, r in enumerate(requests)}
+            with _without_main_module():
+                futures = {self._executor.submit(compile_request, r): i for i, r in enumerate(requests)}
         except (RuntimeError, concurrent.futures.BrokenExecutor) as e:  # the pool died or was shut down
             return self._fall_back(requests, e)
         results: list[str | None] = [None] * len(requests)
