@@ -64,6 +64,11 @@ def domain_bounds(domain: Sequence[sympy.Expr]) -> dict[sympy.Symbol, sympy.Expr
 
 def simplify_in_domain(e: sympy.Expr, domain: Sequence[sympy.Expr]) -> sympy.Expr:
     """``shapes.simplify_index`` plus the facts the domain gives: floordiv(a, b) = 0 and mod(a, b) = a for 0 <= a < b."""
+    return _simplify_in_domain(e, tuple(domain))
+
+
+@functools.lru_cache(maxsize=8192)  # pure in (expression, domain); identical layers repeat them
+def _simplify_in_domain(e: sympy.Expr, domain: tuple[sympy.Expr, ...]) -> sympy.Expr:
     top = domain_bounds(domain)
 
     def fold(t: sympy.Expr) -> sympy.Expr:

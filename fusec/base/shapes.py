@@ -10,6 +10,7 @@ calls ``floordiv(a, b)``, ``mod(a, b)``, ``max(a, b)``, ``min(a, b)``,
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -363,6 +364,7 @@ def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
     return out
 
 
+@functools.lru_cache(maxsize=8192)  # a pure function of an immutable expression; identical layers repeat them
 def simplify_index(e: sympy.Expr) -> sympy.Expr:
     """Undo the div/mod splits that view folding makes, so a contiguous access reads ``x``.
 
