@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import hashlib
 import multiprocessing
 import os
 import threading
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from fusec.base import env
 from fusec.base.progress import Progress, logger
+from fusec.runtime.kernel_cache import use_fusec_triton_cache
 
 MAX_DEFAULT_WORKERS = 8
 
@@ -64,6 +66,28 @@ def compile_request(request: CompileRequest) -> str:
     kernel = load_kernel(request.source, request.name, interpret=False)
     src = ASTSource(kernel, request.signature, request.constexprs, request.attrs)
     return triton.compile(src, target=request.target, options=request.options).hash
+
+
+def on_disk(request: CompileRequest) -> bool:
+    """Whether Triton's disk cache already holds this request's binary (a warm start): then it is not sent
+    to a worker, the launch loads it in milliseconds.  Computed as ``triton.compile`` does; False when unsure."""
+    try:
+        from triton.compiler.compiler import (ASTSource, get_cache_invalidating_env_vars, get_cache_key,
+                                              get_cache_manager, make_backend)
+
+        from fusec.runtime.kernel_cache import load_kernel
+
+        src = ASTSource(load_kernel(request.source, request.name, interpret=False), request.signature,
+                        request.constexprs, request.attrs)
+        backend = make_backend(request.target)
+        options = backend.parse_options(dict(request.options, **src.parse_options()))
+        key = get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
+        name = f"{src.name[:150]}.json"
+        group = get_cache_manager(hashlib.sha256(key.encode()).hexdigest()).get_group(name) or {}
+        return group.get(name) is not None
+    except Exception as e:  # a Triton whose internals moved: compile as if cold
+        logger.debug("cannot look %s up in Triton's cache (%s: %s)", request.name, type(e).__name__, e)
+        return False
 
 
 def _warm() -> int:
@@ -109,6 +133,7 @@ class CompilePool:
         """Start the workers now (they import Triton while the caller goes on)."""
         if not self.parallel or self._executor is not None:
             return
+        use_fusec_triton_cache()  # before the spawn: workers and this process must share one cache
         with self._lock:
             if self._executor is not None:
                 return

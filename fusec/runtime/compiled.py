@@ -18,8 +18,8 @@ from fusec.base.progress import Progress, logger
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
 from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
-from fusec.runtime.compile_pool import CompilePool, CompileRequest, collecting, shared_pool
-from fusec.runtime.kernel_cache import load_shared_kernel, source_hash
+from fusec.runtime.compile_pool import CompilePool, CompileRequest, collecting, on_disk, shared_pool
+from fusec.runtime.kernel_cache import load_shared_kernel, source_hash, use_fusec_triton_cache
 from fusec.runtime.kernel_runner import KernelRunner
 
 # ---------------------------------------------------------------- graphs
@@ -31,6 +31,7 @@ class CompiledGraph:
     def __init__(self, launcher: Launcher, default_device: torch.device | None = None, pool: CompilePool | None = None):
         self.launcher = launcher
         self.pool = pool or shared_pool()
+        use_fusec_triton_cache()
         self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self._calls: dict[bool, object] = {}
 
@@ -56,8 +57,9 @@ class CompiledGraph:
 
         The launcher runs once with its launches turned into warmups whose compiles are collected
         (``compile_pool.collecting``), externs running on the uninitialised buffers: the specialisations
-        are exactly those of the real call.  Returns how many compiles were requested (0 when the pool
-        would compile in-process anyway: then the launches compile as they come).
+        are exactly those of the real call.  Returns how many compiles went to the pool (0 when the pool
+        would compile in-process anyway, the launches then compiling as they come, or when Triton's disk
+        cache holds every binary already: a warm start).
         """
         if not self.pool.parallel or not self.launcher.kernels:
             return 0
@@ -72,6 +74,7 @@ class CompiledGraph:
                 call(list(inputs))
         except Exception as e:  # never worse than without the pool: the real launches compile what is missing
             logger.debug("@%s: collecting compiles failed (%s: %s)", self.launcher.graph_name, type(e).__name__, e)
+        requests = [r for r in requests if not on_disk(r)]
         if requests:
             progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
             self.pool.compile(requests, progress)

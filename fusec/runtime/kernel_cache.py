@@ -225,3 +225,12 @@ def compiled_kernel_count() -> int:
         for entry in () if interpret else getattr(kernel, "device_caches", {}).values():
             count += len(entry[0])
     return count
+
+
+def use_fusec_triton_cache() -> None:
+    """Triton's cache of compiled binaries under fusec's (``<cache>/triton``), unless the user chose one.
+
+    Only the variable is set (as Inductor does): Triton reads it at each use, compile workers spawned
+    later inherit it, and a user who sets it afterwards still wins."""
+    if not os.environ.get("TRITON_CACHE_DIR"):
+        os.environ["TRITON_CACHE_DIR"] = str(cache_dir() / "triton")

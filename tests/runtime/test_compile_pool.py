@@ -77,6 +77,8 @@ def test_workers_compile_what_in_process_compiles(tmp_path, monkeypatch):
         finally:
             pool.shutdown()
         assert len(list(cache.rglob("*.cubin"))) == len(wanted), workers
+        assert all(compile_pool.on_disk(r) for r in wanted)  # what a warm start skips
+        assert not compile_pool.on_disk(request("fusec_poi_exp_mul_2", 4.0))
     assert None not in results[2] and len(set(results[2])) == 2 and results[1] == results[2][:1]
 
 
