@@ -72,8 +72,7 @@ def on_disk(request: CompileRequest) -> bool:
     """Whether Triton's disk cache already holds this request's binary (a warm start): then it is not sent
     to a worker, the launch loads it in milliseconds.  Computed as ``triton.compile`` does; False when unsure."""
     try:
-        from triton.compiler.compiler import (ASTSource, get_cache_invalidating_env_vars, get_cache_key,
-                                              get_cache_manager, make_backend)
+        from triton.compiler.compiler import ASTSource, get_cache_invalidating_env_vars, get_cache_key, get_cache_manager, make_backend
 
         from fusec.runtime.kernel_cache import load_kernel
 
