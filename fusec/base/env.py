@@ -10,6 +10,8 @@
 otherwise the pipeline verifies its input and result and checks the IR between passes cheaply.
 
 ``FUSEC_COMPILE_WORKERS``: how many processes compile Triton kernels (default min(cpus, 8); 1: in-process).
+
+``FUSEC_GRAPH_CACHE``: ``0`` turns off the warm start (compiled graphs' lowerings kept in the cache folder).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ DUMP_DIR = "FUSEC_DUMP_DIR"
 CACHE_DIR = "FUSEC_CACHE_DIR"
 VERIFY_EACH = "FUSEC_VERIFY_EACH"
 COMPILE_WORKERS = "FUSEC_COMPILE_WORKERS"
+GRAPH_CACHE = "FUSEC_GRAPH_CACHE"
 
 
 def dump_dir() -> Path | None:
@@ -55,3 +58,8 @@ def compile_workers() -> int | None:
         warnings.warn(f"{COMPILE_WORKERS}={value!r} is not a positive integer: using the default", stacklevel=2)
         return None
     return workers
+
+
+def graph_cache_enabled() -> bool:
+    """False when FUSEC_GRAPH_CACHE is 0/false/off (the test suite turns it off; tests of it turn it on)."""
+    return os.environ.get(GRAPH_CACHE, "").strip().lower() not in ("0", "false", "no", "off")

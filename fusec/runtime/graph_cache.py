@@ -12,10 +12,12 @@ overwritten by the next store.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
 import pickle
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,12 +53,34 @@ def graph_key(imported_ir: str, spec: str, size_hints: Mapping[str, int], input_
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
+def module_key(module, spec: str, size_hints: Mapping[str, int], input_checks: str) -> str | None:
+    """``graph_key`` of an imported module, or None when the cache is off (``FUSEC_GRAPH_CACHE=0``).
+
+    Graph names (``forward_0_0``, unique within a process) do not count: the same graph compiled again
+    under another name is the same entry."""
+    if not env.graph_cache_enabled():
+        return None
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    from fusec.dialects import fusec as F
+
+    out = StringIO()
+    Printer(stream=out).print_op(module)
+    text = out.getvalue()
+    for op in module.ops:
+        if isinstance(op, F.GraphOp):
+            text = re.sub(rf"@{re.escape(op.sym_name.data)}\b", "@__graph__", text)
+    return graph_key(text, spec, size_hints, input_checks)
+
+
 def _path(key: str) -> Path:
     return env.cache_dir() / "graphs" / f"{key}.pickle"
 
 
-def load(key: str):
-    """The stored ``Launcher`` of ``key``, or None."""
+def load(key: str, graph_name: str | None = None):
+    """The stored ``Launcher`` of ``key`` (renamed ``graph_name``), or None."""
     try:
         with open(_path(key), "rb") as f:
             launcher = pickle.load(f)
@@ -67,7 +91,9 @@ def load(key: str):
         return None
     from fusec.lowering.launcher import Launcher
 
-    return launcher if isinstance(launcher, Launcher) else None
+    if not isinstance(launcher, Launcher):
+        return None
+    return dataclasses.replace(launcher, graph_name=graph_name) if graph_name else launcher
 
 
 def store(key: str, launcher) -> None:
