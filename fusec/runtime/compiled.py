@@ -67,7 +67,7 @@ class CompiledGraph:
         requests: list[CompileRequest] = []
         sources = {}
         try:
-            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False)
+            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False, _shapes_only)
             for k in self.launcher.kernels:
                 sources[id(load_shared_kernel(k.source, k.name, False))] = (k.source, k.name)
             with collecting(sources, requests), torch.no_grad():
@@ -91,8 +91,8 @@ class CompiledGraph:
         self._calls[interpret] = call
         return call
 
-    def _bind(self, runner, interpret: bool):
-        """The launcher's ``call`` with each kernel name bound to ``runner(kernel)``."""
+    def _bind(self, runner, interpret: bool, extern=lambda fn: fn):
+        """The launcher's ``call`` with each kernel name bound to ``runner(kernel)`` (each extern to ``extern(fn)``)."""
         from fusec.dialects.extern_calls import resolve_target
 
         namespace = runtime_globals()
@@ -100,12 +100,35 @@ class CompiledGraph:
         for k in self.launcher.kernels:
             namespace[k.name] = runner(k)
         for name, target in self.launcher.externs:
-            namespace[name] = resolve_target(target)
+            namespace[name] = extern(resolve_target(target))
         filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
         linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
         exec(compile(self.launcher.source, filename, "exec"), namespace)
         call = namespace["call"]
         return _quiet_numpy(call) if interpret else call
+
+
+def _shapes_only(fn):
+    """An extern that computes nothing while compiles are collected: its kernels' outputs are uninitialised,
+    and an index computed by one could point anywhere (a device-side assert kills the CUDA context).
+    It runs on meta tensors and returns empty tensors of the real outputs' shapes and strides."""
+    from torch.utils._pytree import tree_map
+
+    def meta(x):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
+
+    def dry(*args, **kwargs):
+        device = next((x.device for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)), None)
+        out = fn(*tree_map(meta, args), **tree_map(meta, kwargs))
+
+        def real(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device or x.device)
+
+        return tree_map(real, out)
+
+    return dry
 
 
 class _Warmup:

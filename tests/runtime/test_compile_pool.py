@@ -151,3 +151,16 @@ def test_compiled_model_with_a_pool_size_equals_eager(monkeypatch):
     fn = torch.compile(lambda t: torch.softmax(t * 2, -1), backend="fusec", options={"compile_workers": 2})
     torch.testing.assert_close(fn(x), torch.softmax(x * 2, -1))
     torch._dynamo.reset()
+
+
+def test_externs_compute_nothing_while_compiles_are_collected():
+    from fusec.runtime.compiled import _shapes_only
+
+    a = torch.randn(5, 3, generator=torch.Generator().manual_seed(8))
+    b = torch.randn(3, 4, generator=torch.Generator().manual_seed(9)).t().contiguous().t()
+    out = _shapes_only(torch.ops.aten.mm.default)(a, b)
+    want = torch.ops.aten.mm.default(a, b)
+    assert out.shape == want.shape and out.stride() == want.stride() and out.device == a.device
+    # An index no real tensor could use is harmless: nothing reads through it.
+    index = torch.full((2,), 10**9, dtype=torch.int64)
+    assert _shapes_only(torch.ops.aten.index_select.default)(a, 0, index).shape == (2, 3)
