@@ -164,3 +164,19 @@ def test_externs_compute_nothing_while_compiles_are_collected():
     # An index no real tensor could use is harmless: nothing reads through it.
     index = torch.full((2,), 10**9, dtype=torch.int64)
     assert _shapes_only(torch.ops.aten.index_select.default)(a, 0, index).shape == (2, 3)
+
+
+def test_a_slow_compile_says_how_many_kernels_are_done(caplog, monkeypatch):
+    import logging
+
+    from fusec.base.progress import Progress
+
+    monkeypatch.setattr(compile_pool, "compile_request", lambda r: f"hash-of-{r.name}")
+    reqs = [request("k_a", 1.0), request("k_b", 2.0)]
+    with caplog.at_level(logging.INFO, logger="fusec"):
+        CompilePool(1).compile(reqs, Progress("@forward_0"))
+        assert not caplog.records  # quick: nothing at INFO
+        CompilePool(1).compile(reqs, Progress("@forward_0", slow_after=0.0))
+    messages = [r.getMessage() for r in caplog.records if r.name == "fusec.compile" and r.levelno == logging.INFO]
+    assert [m.split(": ", 1)[1] for m in messages] == ["compiled kernel 1 of 2 (k_a)", "compiled kernel 2 of 2 (k_b)"]
+    assert all(m.startswith("@forward_0 [") for m in messages)
