@@ -19,7 +19,7 @@ from fusec.dialects import fusec as F
 from fusec.lowering.launcher import Launcher, lower_graph, runtime_globals
 from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
 from fusec.runtime.compile_pool import CompilePool, CompileRequest, collecting, on_disk, shared_pool
-from fusec.runtime.kernel_cache import load_shared_kernel, source_hash, use_fusec_triton_cache
+from fusec.runtime.kernel_cache import load_shared_kernel, shared_origin, source_hash, use_fusec_triton_cache
 from fusec.runtime.kernel_runner import KernelRunner
 
 # ---------------------------------------------------------------- graphs
@@ -69,7 +69,8 @@ class CompiledGraph:
         try:
             call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False, _shapes_only)
             for k in self.launcher.kernels:
-                sources[id(load_shared_kernel(k.source, k.name, False))] = (k.source, k.name)
+                kernel = load_shared_kernel(k.source, k.name, False)
+                sources[id(kernel)] = shared_origin(kernel)  # the body's first name, which Triton keys on
             with collecting(sources, requests), torch.no_grad():
                 call(list(inputs))
         except Exception as e:  # never worse than without the pool: the real launches compile what is missing

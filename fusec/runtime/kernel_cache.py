@@ -185,6 +185,7 @@ def load_kernel(source: str, name: str, interpret: bool):
 KERNEL_NAME_PLACEHOLDER = "__fusec_kernel__"
 
 _shared: dict[tuple[str, bool], object] = {}
+_origins: dict[int, tuple[str, str]] = {}  # id of a shared kernel -> (the source, the name) it was loaded from
 load_counts: dict[tuple[str, bool], int] = {}  # (body hash, interpret) -> times its module was loaded (once)
 
 
@@ -206,8 +207,14 @@ def load_shared_kernel(source: str, name: str, interpret: bool):
             kernel = _shared.get(key)
             if kernel is None:
                 kernel = _shared[key] = load_kernel(source, name, interpret)
+                _origins[id(kernel)] = (source, name)
                 load_counts[key] = load_counts.get(key, 0) + 1
     return kernel
+
+
+def shared_origin(kernel) -> tuple[str, str]:
+    """The (source, name) a shared kernel was loaded from: another process compiling it must use exactly these."""
+    return _origins[id(kernel)]
 
 
 def shared_kernel_count(interpret: bool | None = None) -> int:

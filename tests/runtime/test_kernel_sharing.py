@@ -82,6 +82,8 @@ def {n}(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
     a = kernel_cache.load_shared_kernel(template.format(n=name_a), name_a, True)
     b = kernel_cache.load_shared_kernel(template.format(n=name_b), name_b, True)
     assert a is b
+    # Compiling it elsewhere (a worker) must use the source it was loaded from: Triton keys on its name.
+    assert kernel_cache.shared_origin(b) == (template.format(n=name_a), name_a)
     x = torch.randn(37, generator=torch.Generator().manual_seed(2))
     out = torch.empty_like(x)
     b[(1,)](x, out, 37, XBLOCK=64)
