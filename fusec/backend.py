@@ -20,6 +20,10 @@ keyword argument ``options``):
 ``execute``
     ``"triton"`` (generated kernels, through ``fusec.runtime``; default) or
     ``"interpret"`` (the reference interpreter).
+``compile_workers``
+    how many processes compile Triton kernels on the GPU (1: in-process); default:
+    ``$FUSEC_COMPILE_WORKERS``, else min(cpus, 8).  They start when the backend is
+    first called, while Dynamo, AOTAutograd and the pipeline run.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class BackendOptions:
     pipeline: str | None = None  # spec or .pipeline file; None: the default pipeline
     dump_dir: Path | None = None  # None: $FUSEC_DUMP_DIR (read once, when the options are made)
     execute: str = "triton"
+    compile_workers: int | None = None  # None: $FUSEC_COMPILE_WORKERS, else min(cpus, 8)
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -72,7 +77,10 @@ class BackendOptions:
             raise BackendOptionError("fusec: option 'pipeline' must be a string (a spec or a .pipeline file), "
                                      f"got {type(pipeline).__name__}")
         dump = options.get("dump_dir")
-        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton")
+        workers = options.get("compile_workers")
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+            raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
+        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers)
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -98,6 +106,10 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
     if kwargs:
         raise BackendOptionError(f"fusec: unexpected backend argument(s) {', '.join(sorted(kwargs))}")
     parse_pipeline_spec(options.pipeline_spec())  # a bad spec fails here, before any tracing
+    if options.execute == "triton":
+        from fusec.runtime.compile_pool import start_early
+
+        start_early(options.compile_workers)  # workers import Triton while Dynamo and the pipeline run
     compiler = functools.partial(compile_graph, options=options)
     return aot_autograd(
         fw_compiler=functools.partial(compiler, kind="forward"),
@@ -127,6 +139,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     timings = {"import": time.perf_counter() - started}
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     spec = options.pipeline_spec()
+    # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
+    # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
+    checks = "layout" if kind == "backward" else "alignment"
+    warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
+    if warm is not None and warm[1] is not None:
+        return boxed_runner(info, warm[1])
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
         (dump / "fx_graph.py").write_text(gm.print_readable(print_output=False))
@@ -140,21 +158,37 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     if dump is not None:  # the pipeline wrote its own remarks; these add the importer's
         (dump / "remarks.txt").write_text(log.text())
         (dump / "remarks.json").write_text(log.json() + "\n")
-    # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
-    # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
-    checks = "layout" if kind == "backward" else "alignment"
     started = time.perf_counter()
-    executor = make_executor(module, info, options.execute, dump, checks)
+    executor = make_executor(module, info, options.execute, dump, checks, options.compile_workers)
     timings["lowering"] = time.perf_counter() - started
     if dump is not None:  # its final IR, compile time by stage and report (fusec.report)
         from fusec.report import write_dump_report
 
         write_dump_report(dump, module, module_text_with_locations(module), timings)
+    if warm is not None and warm[0] is not None:
+        from fusec.runtime import CompiledGraph, graph_cache
+
+        if isinstance(executor, CompiledGraph):
+            graph_cache.store(warm[0], executor.launcher)
     return boxed_runner(info, executor)
 
 
+def info_graph_name(module: ModuleOp) -> str | None:
+    return next((op.sym_name.data for op in module.ops if op.name == "fusec.graph"), None)
+
+
+def _warm_start(module: ModuleOp, info: ImportInfo, spec: str, checks: str, options: BackendOptions):
+    """(cache key or None when the cache is off, the compiled graph a previous process stored or None)."""
+    from fusec.runtime import CompiledGraph, graph_cache
+    from fusec.runtime.compile_pool import shared_pool
+
+    key = graph_cache.module_key(module, spec, info.size_hints, checks)
+    launcher = graph_cache.load(key, info_graph_name(module)) if key is not None else None
+    return key, (CompiledGraph(launcher, pool=shared_pool(options.compile_workers)) if launcher is not None else None)
+
+
 def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", dump: Path | None = None,
-                  input_checks: str = "all") -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+                  input_checks: str = "all", compile_workers: int | None = None) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
     """How a compiled graph runs (graph inputs -> graph outputs): the one place that decides.
 
     ``execute``: "triton" (generated kernels) or "interpret" (the reference interpreter);
@@ -164,7 +198,7 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
         from fusec.report import trace
         from fusec.runtime import compile_module
 
-        compiled = compile_module(module, info.size_hints, input_checks=input_checks)
+        compiled = compile_module(module, info.size_hints, input_checks=input_checks, compile_workers=compile_workers)
         trace.sources(F.find_graph(module).sym_name.data, compiled)
         if dump is not None:
             _dump_triton(compiled, dump)

@@ -14,6 +14,7 @@ import importlib
 import linecache
 import re
 import sys
+import time
 import types
 import typing
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
@@ -33,7 +34,8 @@ from xdsl.utils.hints import isa, type_repr
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.analysis import timing
-from fusec.base import origins, remarks
+from fusec.base import env, origins, remarks
+from fusec.base.progress import Progress
 from fusec.dialects import fusec as F
 from fusec.registry import PASSES, PassFactory, pass_summary
 
@@ -455,13 +457,18 @@ def run_pipeline(
     print_after: Sequence[str] = (),
     print_after_change: bool = False,
     out: IO[str] | None = None,
+    verify_each: bool | None = None,
+    time_passes: bool = False,
 ) -> remarks.RemarkLog:
-    """Run ``spec`` on ``module`` in place, verifying after every pass; returns the remarks passes emitted.
+    """Run ``spec`` on ``module`` in place, checking the IR after every pass; returns the remarks passes emitted.
 
-    ``dump_dir`` receives ``00-input.mlir``, ``01-<pass>.mlir``, ... and ``remarks.txt``/``remarks.json``.
-    Printed IR goes to ``out`` (stderr by default, like mlir-opt) under MLIR's header lines.
-    ``print_after_change`` prints after the selected passes (all, without ``print_after_all`` or
-    ``print_after``) only where the pass changed the IR.
+    ``dump_dir`` receives ``00-input.mlir``, ``01-<pass>.mlir``, ... and ``remarks.txt``/``remarks.json``,
+    and ``timings.txt`` (seconds per pass).  Printed IR goes to ``out`` (stderr by default, like mlir-opt)
+    under MLIR's header lines.  ``print_after_change`` prints after the selected passes (all, without
+    ``print_after_all`` or ``print_after``) only where the pass changed the IR.
+    ``verify_each``: every op's verifier after every pass (None: ``$FUSEC_VERIFY_EACH``, set by the tests);
+    otherwise the input and the result are verified in full and the IR between passes only structurally
+    (``check_structure``).  ``time_passes`` writes per-pass times to ``out`` after the run.
     """
     passes = parse_pipeline_spec(spec) if isinstance(spec, str) else tuple(spec)
     for name in print_after:
@@ -472,13 +479,15 @@ def run_pipeline(
     wants_text = dumps is not None or print_before_all or select_all_after or bool(print_after)
 
     state: dict = {"step": 0, "text": None, "running": None}
+    clock = PassClock(Progress(", ".join(graph_names(module)) or "module"))
 
     def show(when: str, name: str, text: str) -> None:
         out.write(f"// -----// IR Dump {when} {name} //----- //\n{text}\n")
 
     def callback(previous: ModulePass | None, module: ModuleOp, upcoming: ModulePass | None) -> None:
+        clock.stop(previous)
         before = state["text"]
-        verify_module(module, "input IR" if previous is None else f"IR after pass '{previous.name}'")
+        check_between_passes(module, previous, upcoming, verify_each)
         text = module_text(module) if wants_text else ""  # no dump or print reads it then
         if previous is None:
             if dumps:
@@ -493,6 +502,7 @@ def run_pipeline(
         if upcoming is not None and print_before_all:
             show("Before", upcoming.name, text)
         state["text"], state["running"] = text, upcoming
+        clock.start(upcoming)
 
     with remarks.collect() as log:
         try:
@@ -510,6 +520,8 @@ def run_pipeline(
         finally:
             if dumps:
                 dumps.write_remarks(log)
+                dumps.write_timings(clock.text())
+    clock.report(out if time_passes else None)
     return log
 
 
@@ -530,6 +542,87 @@ class PassCrash(Exception):
         super().__init__(f"{self.context}: {type(error).__name__}: {error}" + (f"\n{excerpt}" if excerpt else ""))
 
 
+def graph_names(module: ModuleOp) -> list[str]:
+    return [op.sym_name.data for op in module.ops if isinstance(op, F.GraphOp)]
+
+
+class PassClock:
+    """Seconds each pass ran (checks, dumps and printing between passes excluded), and progress lines."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.times: list[tuple[str, float]] = []
+        self._started = time.perf_counter()
+
+    def start(self, upcoming: ModulePass | None) -> None:
+        if upcoming is not None:
+            self.progress.step("pass %s", upcoming.name)
+        self._started = time.perf_counter()
+
+    def stop(self, previous: ModulePass | None) -> None:
+        if previous is not None:
+            self.times.append((previous.name, time.perf_counter() - self._started))
+
+    def report(self, out: IO[str] | None) -> None:
+        if out is not None:
+            out.write(self.text())
+
+    def text(self) -> str:
+        """xDSL's ``--time-passes`` lines, then the total."""
+        lines = [f"Pass {name} took {seconds:.6f} seconds\n" for name, seconds in self.times]
+        return "".join(lines) + f"Total: {sum(t for _, t in self.times):.6f} seconds in {len(self.times)} passes\n"
+
+
+def check_between_passes(module: ModuleOp, previous: ModulePass | None, upcoming: ModulePass | None,
+                         verify_each: bool | None) -> None:
+    """Every verifier on the input, the result and (``verify_each``, None: ``$FUSEC_VERIFY_EACH``) between
+    passes; else the structural check."""
+    what = "input IR" if previous is None else f"IR after pass '{previous.name}'"
+    if previous is None or (env.verify_each() if verify_each is None else verify_each):
+        verify_module(module, what)
+    elif upcoming is None:
+        verify_result(module, what)
+    else:
+        check_structure(module, what)
+
+
+def verify_result(module: ModuleOp, what: str) -> None:
+    """The full verification of a pipeline's result when passes were only checked structurally."""
+    try:
+        verify_module(module, what)
+    except PipelineError as e:
+        raise PipelineError(f"{e.message}\n  (an earlier pass may have broken it: rerun with --verify-each, "
+                            "or FUSEC_VERIFY_EACH=1, to find which)") from e
+
+
+def check_structure(module: ModuleOp, what: str = "IR") -> None:
+    """The cheap check between passes: every operand is defined before its use, in a block that encloses it.
+
+    The one mistake a pass makes most (an op moved before its producer, a use of an erased op's result)
+    costs a walk with set lookups here, against every op's verifier in ``verify_module``.
+    """
+    defined: set[SSAValue] = set()
+
+    def walk_block(block) -> None:
+        added = list(block.args)
+        defined.update(added)
+        for op in block.ops:
+            for v in op.operands:
+                if v not in defined:
+                    raise PipelineError(f"{what} is broken: '{op.name}' uses a value that is not defined before it "
+                                        f"in an enclosing block\n  at: {_op_summary(op)}")
+            for region in op.regions:
+                for inner in region.blocks:
+                    walk_block(inner)
+            defined.update(op.results)
+            added.extend(op.results)
+        defined.difference_update(added)
+
+    for region in module.regions:
+        for block in region.blocks:
+            walk_block(block)
+
+
 @dataclasses.dataclass
 class _Dumps:
     """The dump folder: one numbered .mlir per step, then the remarks."""
@@ -543,11 +636,14 @@ class _Dumps:
             raise PipelineError(f"cannot create dump folder '{self.folder}': {e.strerror or e}") from e
         # Stale dumps of a longer earlier run would read as steps of this one.
         for old in self.folder.iterdir():
-            if re.fullmatch(r"\d{2,}-.+\.mlir", old.name) or old.name in ("remarks.txt", "remarks.json"):
+            if re.fullmatch(r"\d{2,}-.+\.mlir", old.name) or old.name in ("remarks.txt", "remarks.json", "timings.txt"):
                 old.unlink()
 
     def write(self, step: int, name: str, text: str) -> None:
         self._write(f"{step:02d}-{name}.mlir", text)
+
+    def write_timings(self, text: str) -> None:
+        self._write("timings.txt", text)
 
     def write_remarks(self, log: remarks.RemarkLog) -> None:
         self._write("remarks.txt", log.text())

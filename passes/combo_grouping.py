@@ -49,7 +49,7 @@ from fusec.analysis.cost_model import GPU, SizeHints, combo_arg_count, join_gain
 from fusec.analysis.liveness import moment_bytes, op_step, provably_at_most
 from fusec.base import remarks
 from fusec.dialects import fusec as F
-from fusec.passes.combo_schedule import Node, Schedule, depends, graph_level, operands_of
+from fusec.passes.combo_schedule import Node, Schedule, graph_level, operands_of
 
 # Refusal codes, in the order the checks run: a later code means the kernel came closer to joining.
 CHECKS = ("dependence", "reduction-length-class", "pointwise-reduction-mix", "limit-max-subkernels",
@@ -99,6 +99,10 @@ class _GraphGrouper:
         self.gpu = GPU(sm_count=options.sm_count)
         self.lower_bounds = {name: sym.lower.data for name, sym in graph.declared_symbols.items()}
         self.schedule = Schedule(graph)
+        # Def-use reachability of the graph's own ops (grouping never changes it): one bit per op, ancestors
+        # as Python ints in topological order, so naming the member a kernel depends on is a bit test.
+        self.op_index = {id(n.ops[0]): i for i, n in enumerate(self.schedule.nodes)}
+        self.op_ancestors = list(self.schedule.ancestors)
 
     # ------------------------------------------------------------ the greedy loop
 
@@ -138,6 +142,11 @@ class _GraphGrouper:
 
     # ------------------------------------------------------------ checks
 
+    def _linked(self, a: Operation, b: Operation) -> bool:
+        """Whether a def-use path links ``a`` and ``b`` either way (``combo_schedule.depends``, precomputed)."""
+        i, j = self.op_index[id(a)], self.op_index[id(b)]
+        return bool(self.op_ancestors[i] >> j & 1 or self.op_ancestors[j] >> i & 1)
+
     def _length_class(self, kernel: F.KernelOp) -> str:
         if not kernel.is_reduction:
             return "pointwise"
@@ -150,7 +159,7 @@ class _GraphGrouper:
         """Moves ``node`` into ``group`` and returns the merged node, or says why not."""
         members = [k.sym_name.data for k in _kernels(group)]
         if self.schedule.related(group, node):
-            direct = [k.sym_name.data for k in _kernels(group) if depends(k, node.ops[0]) or depends(node.ops[0], k)]
+            direct = [k.sym_name.data for k in _kernels(group) if self._linked(k, node.ops[0])]
             why = f"@{direct[0]}" if direct else f"the group {members} (through a dependence of another member)"
             return Refusal("dependence", f"a dependence path links it to {why}")
         (cls,) = node.classes

@@ -31,6 +31,11 @@ def domain_upper(domain: Sequence[sympy.Expr]) -> dict[sympy.Symbol, sympy.Expr]
 
 def simplify_in_domain(e: sympy.Expr, domain: Sequence[sympy.Expr]) -> sympy.Expr:
     """``indexing.simplify`` under the bounds the domain gives its iteration variables."""
+    return _simplify_in_domain(e, tuple(domain))
+
+
+@functools.lru_cache(maxsize=8192)  # pure in (expression, domain); identical layers repeat them
+def _simplify_in_domain(e: sympy.Expr, domain: tuple[sympy.Expr, ...]) -> sympy.Expr:
     return indexing.simplify(e, domain_upper(domain))
 
 

@@ -12,15 +12,17 @@ def _private_kernel_cache(tmp_path_factory):
 
     FUSEC_CACHE_DIR names a temporary folder, and HOME a temporary home, so that a code path
     that forgot the variable would write there (checked at the end) rather than into the
-    user's home.  Set in the environment, not monkeypatched, so that subprocesses the tests
+    user's home.  FUSEC_VERIFY_EACH=1 verifies the IR in full after every pass.  Set in the environment, not monkeypatched, so that subprocesses the tests
     start inherit them; the dump folder is unset so that no test writes where the user said.
     """
-    names = ("FUSEC_CACHE_DIR", "FUSEC_DUMP_DIR", "HOME")
+    names = ("FUSEC_CACHE_DIR", "FUSEC_DUMP_DIR", "FUSEC_VERIFY_EACH", "FUSEC_GRAPH_CACHE", "HOME")
     saved = {k: os.environ.get(k) for k in names}
     home = tmp_path_factory.mktemp("home")
     os.environ["HOME"] = str(home)
     os.environ["FUSEC_CACHE_DIR"] = str(tmp_path_factory.mktemp("fusec_cache"))
     os.environ.pop("FUSEC_DUMP_DIR", None)
+    os.environ["FUSEC_VERIFY_EACH"] = "1"  # every pass's output through every verifier, as fusec-opt --verify-each
+    os.environ["FUSEC_GRAPH_CACHE"] = "0"  # each test runs the pipeline it means to test; warm-start tests turn it on
     yield
     for k, v in saved.items():
         if v is None:

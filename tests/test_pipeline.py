@@ -175,3 +175,97 @@ def test_a_pass_refusal_names_the_fx_node_of_an_imported_op():
         "pass 'test-refuse' failed: no\n"
         '  at: %n = fusec.pointwise "neg" %a : (!fusec.tensor<[s0], f32>) -> !fusec.tensor<[s0], f32>\n'
         "  from FX node 'neg_1' at /no/such/model.py:12:9")
+
+
+# ---------------------------------------------------------------- verification, timings, progress
+
+TWO = """fusec.graph @g(%a : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[s0], f32>) symbols(s0 in [1, inf]) {
+  %n = fusec.pointwise "neg" %a : (!fusec.tensor<[s0], f32>) -> !fusec.tensor<[s0], f32>
+  %m = fusec.pointwise "mul" %n, %a : (!fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>) -> !fusec.tensor<[s0], f32>
+  fusec.output %m : !fusec.tensor<[s0], f32>
+}
+"""
+
+
+@dataclass(frozen=True)
+class Misorder(ModulePass):
+    """Moves the graph's last computing op to the front: its operand is then used before it is defined."""
+
+    name = "test-misorder"
+
+    def apply(self, ctx, op) -> None:
+        from fusec.dialects import fusec as F
+
+        graph = F.find_graph(op)
+        ops = list(graph.block.ops)
+        last = ops[-2]
+        last.detach()
+        graph.block.insert_op_before(last, ops[0])
+
+
+@dataclass(frozen=True)
+class DropOperand(ModulePass):
+    """Leaves IR whose structure holds but whose verifier fails: a binary op loses an operand."""
+
+    name = "test-drop-operand"
+
+    def apply(self, ctx, op) -> None:
+        from fusec.dialects import fusec as F
+
+        for p in op.walk():
+            if isinstance(p, F.PointwiseOp) and len(p.inputs) == 2:
+                p.operands = [p.inputs[0]]
+                return
+
+
+def test_the_structural_check_catches_a_use_before_its_definition():
+    module = parse_module(make_context(), TWO)
+    with pytest.raises(PipelineError, match=r"^IR after pass 'test-misorder' is broken: 'fusec.pointwise' uses a value"):
+        run_pipeline(make_context(), module, [Misorder(), DeadCodeElimination()], verify_each=False)
+
+
+def test_without_verify_each_the_result_is_still_verified_in_full():
+    spec = [DropOperand(), DeadCodeElimination()]
+    module = parse_module(make_context(), TWO)
+    with pytest.raises(PipelineError, match=r"(?s)^IR after pass 'dce' does not verify.*rerun with --verify-each"):
+        run_pipeline(make_context(), module, spec, verify_each=False)
+    module = parse_module(make_context(), TWO)
+    with pytest.raises(PipelineError, match=r"^IR after pass 'test-drop-operand' does not verify"):
+        run_pipeline(make_context(), module, spec, verify_each=True)
+
+
+def test_verify_each_defaults_to_the_environment(monkeypatch):
+    spec = [DropOperand(), DeadCodeElimination()]
+    for value, culprit in (("1", "test-drop-operand"), ("", "dce")):
+        monkeypatch.setenv("FUSEC_VERIFY_EACH", value)
+        with pytest.raises(PipelineError, match=f"^IR after pass '{culprit}' does not verify"):
+            run_pipeline(make_context(), parse_module(make_context(), TWO), spec)
+
+
+def test_time_passes_prints_xdsl_lines_and_dumps_timings(tmp_path):
+    out = StringIO()
+    module = parse_module(make_context(), TWO)
+    run_pipeline(make_context(), module, "form-kernels,dce", out=out, time_passes=True, dump_dir=tmp_path)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" took ")[0] for line in lines[:2]] == ["Pass form-kernels", "Pass dce"]
+    assert all(line.endswith(" seconds") and float(line.split()[3]) >= 0 for line in lines[:2])
+    assert lines[2].startswith("Total: ") and lines[2].endswith(" seconds in 2 passes")
+    assert (tmp_path / "timings.txt").read_text() == out.getvalue()
+
+
+def test_a_slow_compile_logs_its_passes_at_info(caplog, monkeypatch):
+    import logging
+
+    from fusec.base import progress
+
+    module = parse_module(make_context(), TWO)
+    with caplog.at_level(logging.INFO, logger="fusec"):
+        run_pipeline(make_context(), module, "form-kernels,dce")
+    assert not caplog.records  # a fast compile says nothing at INFO
+    monkeypatch.setattr(progress, "SLOW_AFTER_S", 0.0)
+    module = parse_module(make_context(), TWO)
+    with caplog.at_level(logging.INFO, logger="fusec"):
+        run_pipeline(make_context(), module, "form-kernels,dce")
+    messages = [r.getMessage() for r in caplog.records if r.name == "fusec.compile"]
+    assert [m.split(": ", 1)[1] for m in messages] == ["pass form-kernels", "pass dce"]
+    assert all(m.startswith("g [") for m in messages)

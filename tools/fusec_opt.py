@@ -59,11 +59,14 @@ class CommandError(Exception):
 @click.option("--list-passes", "show_passes", is_flag=True, help="List every pass with its options and exit.")
 @click.option("--emit", type=click.Choice(["mlir", "triton"]), default="mlir", show_default=True, help="Output format.")
 @click.option("--remarks", "show_remarks", is_flag=True, help="Print the passes' remarks to stderr after the run.")
+@click.option("--verify-each/--no-verify-each", default=None,
+              help="Run every op's verifier after every pass (default: $FUSEC_VERIFY_EACH; else a cheap check between passes).")
+@click.option("--time-passes", is_flag=True, help="Print each pass's time to stderr after the run.")
 @click.option("--traceback", "show_traceback", is_flag=True, help="On an internal error, show the Python traceback.")
 def cli(input_file: str, pipeline: str | None, pipeline_file: str | None, default_pipeline: bool, output: str | None,
         print_ir_before_all: bool, print_ir_after_all: bool, print_ir_after: tuple[str, ...], print_ir_after_change: bool,
         dump_dir: str | None, split_input_file: bool, show_passes: bool, emit: str, show_remarks: bool,
-        show_traceback: bool) -> int:
+        verify_each: bool | None, time_passes: bool, show_traceback: bool) -> int:
     """Run fusec passes on an IR file (FILE, or stdin when FILE is '-' or absent)."""
     if show_passes:
         click.echo(list_passes(), nl=False)
@@ -83,7 +86,8 @@ def cli(input_file: str, pipeline: str | None, pipeline_file: str | None, defaul
         try:
             outputs.append(_process(name, chunk, passes, chunk_dump, emitter, show_remarks, dict(
                 print_before_all=print_ir_before_all, print_after_all=print_ir_after_all,
-                print_after=print_ir_after, print_after_change=print_ir_after_change)))
+                print_after=print_ir_after, print_after_change=print_ir_after_change,
+                verify_each=verify_each, time_passes=time_passes)))
         except PipelineError as e:  # this chunk failed; the others still run, as in mlir-opt
             _report(e.message if e.message.startswith(f"{name}:") else f"{name}: {e.message}")
             failed = True

@@ -18,10 +18,12 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fusec.analysis.bind_plan import BindPlan, InputMismatch, UnboundSymbol, bind_plan
 from fusec.base import dtypes, origins
+from fusec.base.progress import Progress, logger
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import KernelSource, Launcher, lower_graph, runtime_globals
-from fusec.lowering.triton_kernel import LoweringOptions
-from fusec.runtime.kernel_cache import load_kernel, source_hash
+from fusec.lowering.triton_kernel import LoweringOptions, TritonKernel
+from fusec.runtime.compile_pool import CompilePool, CompileRequest, collecting, on_disk, shared_pool
+from fusec.runtime.kernel_cache import load_shared_kernel, shared_origin, source_hash, use_fusec_triton_cache
 from fusec.runtime.kernel_runner import KernelRunner
 
 # ---------------------------------------------------------------- graphs
@@ -73,8 +75,10 @@ class CompiledGraph:
     """
 
     def __init__(self, launcher: Launcher, default_device: torch.device | None = None,
-                 signature: InputSignature | None = None):
+                 signature: InputSignature | None = None, pool: CompilePool | None = None):
         self.launcher = launcher
+        self.pool = pool or shared_pool()
+        use_fusec_triton_cache()
         self.default_device = default_device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.signature = signature
         self._calls: dict[bool, Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]] = {}
@@ -92,6 +96,8 @@ class CompiledGraph:
             interpret = not inputs[0].is_cuda if inputs else self.default_device.type != "cuda"
             call = self._calls.get(interpret)
             if call is None:
+                if not interpret:
+                    self.precompile(inputs)
                 call = self._build(interpret)
             return call(inputs)
         except InputMismatch:
@@ -114,25 +120,109 @@ class CompiledGraph:
             return e
         return None
 
+    def precompile(self, inputs: Sequence[torch.Tensor]) -> int:
+        """Compile every kernel this call will launch, in the compile pool, before launching any.
+
+        The launcher runs once with its launches turned into warmups whose compiles are collected
+        (``compile_pool.collecting``), externs running on the uninitialised buffers: the specialisations
+        are exactly those of the real call.  Returns how many compiles went to the pool (0 when the pool
+        would compile in-process anyway, the launches then compiling as they come, or when Triton's disk
+        cache holds every binary already: a warm start).
+        """
+        if not self.pool.parallel or not self.launcher.kernels:
+            return 0
+        progress = Progress(f"@{self.launcher.graph_name}")
+        requests: list[CompileRequest] = []
+        sources = {}
+        try:
+            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False, _shapes_only)
+            for k in self.launcher.kernels:
+                kernel = load_shared_kernel(k.source, k.name, False)
+                sources[id(kernel)] = shared_origin(kernel)  # the body's first name, which Triton keys on
+            with collecting(sources, requests), torch.no_grad():
+                call(list(inputs))
+        except Exception as e:  # never worse than without the pool: the real launches compile what is missing
+            logger.debug("@%s: collecting compiles failed (%s: %s)", self.launcher.graph_name, type(e).__name__, e)
+        requests = [r for r in requests if not on_disk(r)]
+        if requests:
+            progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
+            self.pool.compile(requests, progress)
+        return len(requests)
+
     def _build(self, interpret: bool):
         """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
+        keys = {name: positions for name, *positions in self.launcher.launch_keys}
+
+        def runner(k: TritonKernel) -> KernelRunner:
+            return shared_runner(load_shared_kernel(k.source, k.name, interpret), interpret, tuple(keys.get(k.name, ())))
+
+        call = self._bind(runner, interpret)
+        self._calls[interpret] = call
+        return call
+
+    def _bind(self, runner, interpret: bool, extern=lambda fn: fn):
+        """The launcher's ``call`` with each kernel name bound to ``runner(kernel)`` (each extern to ``extern(fn)``)."""
         from fusec.dialects.extern_calls import resolve_target
 
         namespace: dict[str, Any] = runtime_globals()  # the exec fills in "call"
         namespace["_default_device"] = self.default_device
-        keys = {name: positions for name, *positions in self.launcher.launch_keys}
         for k in self.launcher.kernels:
-            namespace[k.name] = KernelRunner(load_kernel(k.source, k.name, interpret), interpret, *keys.get(k.name, ()))
+            namespace[k.name] = runner(k)
         for name, target in self.launcher.externs:
-            namespace[name] = resolve_target(target)
+            namespace[name] = extern(resolve_target(target))
         filename = f"<fusec launcher @{self.launcher.graph_name} {source_hash(self.launcher.source)[:12]}>"
         linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
         exec(compile(self.launcher.source, filename, "exec"), namespace)
         call = namespace["call"]
-        if interpret:
-            call = _quiet_numpy(call)
-        self._calls[interpret] = call
-        return call
+        return _quiet_numpy(call) if interpret else call
+
+
+def _shapes_only(fn):
+    """An extern that computes nothing while compiles are collected: its kernels' outputs are uninitialised,
+    and an index computed by one could point anywhere (a device-side assert kills the CUDA context).
+    It runs on meta tensors and returns empty tensors of the real outputs' shapes and strides."""
+    from torch.utils._pytree import tree_map
+
+    def meta(x):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
+
+    def dry(*args, **kwargs):
+        device = next((x.device for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)), None)
+        out = fn(*tree_map(meta, args), **tree_map(meta, kwargs))
+
+        def real(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device or x.device)
+
+        return tree_map(real, out)
+
+    return dry
+
+
+class _Warmup:
+    """Stands for a ``KernelRunner`` while compiles are collected: Triton binds and specialises, nothing launches."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def launch(self, grid: int, num_warps: int, *args) -> None:
+        self.kernel.warmup(*args, grid=(grid,), num_warps=num_warps)
+
+
+_runners: dict[tuple, KernelRunner] = {}
+
+
+def shared_runner(kernel, interpret: bool, keys: tuple) -> KernelRunner:
+    """One runner per (kernel body, launch keys): a launch site whose body another site already launched
+    with the same keys starts on the fast path with that site's compiled kernels."""
+    key = (id(kernel), interpret, *map(tuple, keys))
+    runner = _runners.get(key)
+    if runner is None or runner.kernel is not kernel:
+        runner = _runners[key] = KernelRunner(kernel, interpret, *keys)
+    return runner
 
 
 def _quiet_numpy(call):
@@ -148,12 +238,13 @@ def _quiet_numpy(call):
 
 def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] | None = None, *,
                    graph_name: str | None = None, options: LoweringOptions = LoweringOptions(),
-                   input_checks: str = "all") -> CompiledGraph:
+                   input_checks: str = "all", compile_workers: int | None = None) -> CompiledGraph:
     """Lower a graph after form-kernels (and any fusion) to Triton and a launcher.
 
     ``size_hints`` gives an example value per size symbol; the code works for every
     size the symbols' bounds admit, hints only steer choices that are safe anyway.
-    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``).
+    ``input_checks``: what the caller leaves to check of the inputs (see ``lower_graph``);
+    ``compile_workers``: processes compiling its kernels on the GPU (None: ``$FUSEC_COMPILE_WORKERS`` or min(cpus, 8)).
     """
     graph = F.find_graph(module, graph_name)
     try:
@@ -161,7 +252,7 @@ def compile_module(module: ModuleOp | F.GraphOp, size_hints: Mapping[str, int] |
     except Exception as e:
         _note_origin(e)
         raise
-    return CompiledGraph(launcher, signature=InputSignature.of(graph))
+    return CompiledGraph(launcher, signature=InputSignature.of(graph), pool=shared_pool(compile_workers))
 
 
 def _note_origin(e: Exception) -> None:

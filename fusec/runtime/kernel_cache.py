@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import linecache
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -177,3 +178,67 @@ def load_kernel_module(source: str, interpret: bool) -> ModuleType:
 def load_kernel(source: str, name: str, interpret: bool):
     """The ``@triton.jit`` function ``name`` of a kernel module's ``source``."""
     return getattr(load_kernel_module(source, interpret), name)
+
+
+# ---------------------------------------------------------------- kernels shared by body
+
+# A kernel's name appears in its source (the def, the header comment); its body is the rest.
+KERNEL_NAME_PLACEHOLDER = "__fusec_kernel__"
+
+_shared: dict[tuple[str, bool], object] = {}
+_origins: dict[int, tuple[str, str]] = {}  # id of a shared kernel -> (the source, the name) it was loaded from
+load_counts: dict[tuple[str, bool], int] = {}  # (body hash, interpret) -> times its module was loaded (once)
+
+
+def body_hash(source: str, name: str) -> str:
+    """A kernel's identity: the hash of its source with its own name replaced by a placeholder.
+
+    Six identical GPT-2 layers lower to the same kernels under different names; they share one.
+    """
+    return source_hash(re.sub(rf"\b{re.escape(name)}\b", KERNEL_NAME_PLACEHOLDER, source))
+
+
+def load_shared_kernel(source: str, name: str, interpret: bool):
+    """The ``@triton.jit`` function of a kernel body, loaded (and so compiled by Triton) once per process
+    and mode, whatever the kernel's name: the first name it was loaded under names it in profiles."""
+    key = (body_hash(source, name), interpret)
+    kernel = _shared.get(key)
+    if kernel is None:
+        with _lock:
+            kernel = _shared.get(key)
+            if kernel is None:
+                kernel = _shared[key] = load_kernel(source, name, interpret)
+                _origins[id(kernel)] = (source, name)
+                load_counts[key] = load_counts.get(key, 0) + 1
+    return kernel
+
+
+def shared_origin(kernel) -> tuple[str, str]:
+    """The (source, name) a shared kernel was loaded from: another process compiling it must use exactly these."""
+    return _origins[id(kernel)]
+
+
+def shared_kernel_count(interpret: bool | None = None) -> int:
+    """How many distinct kernel bodies this process has loaded (in one mode, or both)."""
+    return sum(1 for _, mode in _shared if interpret is None or mode == interpret)
+
+
+def compiled_kernel_count() -> int:
+    """How many binaries Triton compiled (or found on disk) for the shared kernels: one per body and specialisation.
+
+    Read from each ``JITFunction``'s per-device cache (Triton 3.x: ``device_caches[device][0]``).
+    """
+    count = 0
+    for (_, interpret), kernel in list(_shared.items()):
+        for entry in () if interpret else getattr(kernel, "device_caches", {}).values():
+            count += len(entry[0])
+    return count
+
+
+def use_fusec_triton_cache() -> None:
+    """Triton's cache of compiled binaries under fusec's (``<cache>/triton``), unless the user chose one.
+
+    Only the variable is set (as Inductor does): Triton reads it at each use, compile workers spawned
+    later inherit it, and a user who sets it afterwards still wins."""
+    if not os.environ.get("TRITON_CACHE_DIR"):
+        os.environ["TRITON_CACHE_DIR"] = str(cache_dir() / "triton")

@@ -20,6 +20,6 @@ config.substitutions.append((r"(?<![\w/.-])fusec-opt(?![\w/.-])", f"{python} -m 
 config.substitutions.append((r"(?<![\w/.-])filecheck(?![\w/.-])", f"{python} -m filecheck"))
 
 # lit starts tests with a clean environment; keep what locates the Python packages.
-for var in ("PYTHONPATH", "VIRTUAL_ENV", "HOME", "TRITON_INTERPRET"):
+for var in ("PYTHONPATH", "VIRTUAL_ENV", "HOME", "TRITON_INTERPRET", "FUSEC_VERIFY_EACH"):
     if var in os.environ:
         config.environment[var] = os.environ[var]

@@ -292,6 +292,22 @@ def test_random_graphs_keep_meaning_dependences_and_peak_memory(seed, monkeypatc
         assert peak_memory_estimate(F.find_graph(after), {"s0": s0}) <= peak_memory_estimate(graph, {"s0": s0})
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_precomputed_reachability_equals_the_walk(seed):
+    """The dependence remark names members from bitsets; they agree with a def-use walk for every pair."""
+    from fusec.passes.combo_schedule import depends
+
+    module = parse(random_graph(seed))
+    apply_passes(module, FormKernels())
+    graph = F.find_graph(module)
+    grouper = combo_grouping._GraphGrouper(ComboGrouping(), graph)
+    ops = [op for op in graph.block.ops if not isinstance(op, F.OutputOp)]
+    for a in ops:
+        for b in ops:
+            if a is not b:
+                assert grouper._linked(a, b) == (depends(a, b) or depends(b, a)), (seed, a.name, b.name)
+
+
 # ---------------------------------------------------------------- hints, options, benchmark hook
 
 

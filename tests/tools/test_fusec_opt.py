@@ -217,7 +217,7 @@ def test_dump_dir_names_and_every_dump_parses_back(capsys, graph_file, tmp_path)
     code, out, _ = run(capsys, graph_file, "-p", "form-kernels,canonicalize,dce", "--dump-dir", dump)
     assert code == 0
     assert sorted(p.name for p in dump.iterdir()) == [
-        "00-input.mlir", "01-form-kernels.mlir", "02-canonicalize.mlir", "03-dce.mlir", "remarks.json", "remarks.txt"]
+        "00-input.mlir", "01-form-kernels.mlir", "02-canonicalize.mlir", "03-dce.mlir", "remarks.json", "remarks.txt", "timings.txt"]
     assert (dump / "03-dce.mlir").read_text() == out
     for path in dump.glob("*.mlir"):
         text = path.read_text()
@@ -264,7 +264,7 @@ def test_split_input_dumps_per_chunk(capsys, tmp_path):
     code, _, _ = run(capsys, path, "--split-input-file", "-p", "dce", "--dump-dir", tmp_path / "d")
     assert code == 0
     assert sorted(p.name for p in (tmp_path / "d" / "chunk-1").iterdir()) == [
-        "00-input.mlir", "01-dce.mlir", "remarks.json", "remarks.txt"]
+        "00-input.mlir", "01-dce.mlir", "remarks.json", "remarks.txt", "timings.txt"]
 
 
 # ---------------------------------------------------------------- pipeline files, --list-passes, --emit
@@ -426,3 +426,21 @@ def test_unwritable_output(capsys, graph_file, tmp_path):
 def test_help(capsys):
     code, out, _ = run(capsys, "--help")
     assert code == 0 and "--print-ir-after-change" in out and "--split-input-file" in out
+
+
+def test_verify_each_flag_names_the_pass_that_broke_the_ir(capsys, graph_file, monkeypatch):
+    monkeypatch.delenv("FUSEC_VERIFY_EACH")
+    err = run_error(capsys, graph_file, "-p", "test-break,dce")  # checked structurally, verified at the end
+    assert "IR after pass 'dce' does not verify" in err and "rerun with --verify-each" in err
+    err = run_error(capsys, graph_file, "-p", "test-break,dce", "--verify-each")
+    assert "IR after pass 'test-break' does not verify" in err
+    monkeypatch.setenv("FUSEC_VERIFY_EACH", "1")
+    assert "IR after pass 'dce' does not verify" in run_error(capsys, graph_file, "-p", "test-break,dce", "--no-verify-each")
+
+
+def test_time_passes_prints_to_stderr(capsys, graph_file):
+    code, out, err = run(capsys, graph_file, "-p", "form-kernels,dce", "--time-passes")
+    assert code == 0 and "Pass" not in out
+    lines = err.splitlines()
+    assert [line.split(" took ")[0] for line in lines[:2]] == ["Pass form-kernels", "Pass dce"]
+    assert lines[2].startswith("Total: ")

@@ -1,0 +1,252 @@
+"""Triton compilations in a pool of worker processes, as Inductor's async compile does.
+
+A graph's first call on the GPU would compile its kernels one after another (LLVM and
+ptxas: most of a cold start).  Instead ``CompiledGraph`` first walks its launcher once
+without launching (``collect_requests``): every launch goes through Triton's own binding
+and specialisation, and Triton's ``jit_cache_hook`` hands us what it would compile (the
+signature, constexprs, attributes and options) and skips the compile.  Workers then
+compile those requests with ``triton.compile`` into Triton's disk cache, all at once;
+the real first call finds every binary there.  Nothing is trusted from a worker: a
+request that fails or lands under another cache key is simply compiled again by the
+launch that needs it, as without the pool.
+
+Workers are spawned (never forked: the parent may hold a CUDA context), started early
+(``start``, called when the backend is first used) so that their start overlaps the
+pipeline.  Size: ``workers``, else ``$FUSEC_COMPILE_WORKERS``, else min(cpus, 8); 1, or a
+platform without processes, compiles in-process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fusec.base import env
+from fusec.base.progress import Progress, logger
+from fusec.runtime.kernel_cache import use_fusec_triton_cache
+
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_workers() -> int:
+    configured = env.compile_workers()
+    return configured if configured is not None else max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """One Triton compilation: the kernel (by its module source and name) and what Triton specialised it on."""
+
+    source: str
+    name: str
+    signature: dict
+    constexprs: dict
+    attrs: dict
+    target: object  # triton.backends.compiler.GPUTarget
+    options: dict
+
+    def key(self) -> tuple:
+        return (self.source, self.name, repr(self.signature), repr(self.constexprs), repr(self.attrs),
+                repr(self.target), repr(sorted(self.options.items())))
+
+
+def compile_request(request: CompileRequest) -> str:
+    """Compile one request into Triton's disk cache (in a worker, or in-process); returns the kernel's hash."""
+    import triton
+    from triton.compiler import ASTSource
+
+    from fusec.runtime.kernel_cache import load_kernel
+
+    kernel = load_kernel(request.source, request.name, interpret=False)
+    src = ASTSource(kernel, request.signature, request.constexprs, request.attrs)
+    return triton.compile(src, target=request.target, options=request.options).hash
+
+
+def on_disk(request: CompileRequest) -> bool:
+    """Whether Triton's disk cache already holds this request's binary (a warm start): then it is not sent
+    to a worker, the launch loads it in milliseconds.  Computed as ``triton.compile`` does; False when unsure."""
+    try:
+        from triton.compiler.compiler import ASTSource, get_cache_invalidating_env_vars, get_cache_key, get_cache_manager, make_backend
+
+        from fusec.runtime.kernel_cache import load_kernel
+
+        src = ASTSource(load_kernel(request.source, request.name, interpret=False), request.signature,
+                        request.constexprs, request.attrs)
+        backend = make_backend(request.target)
+        options = backend.parse_options(dict(request.options, **src.parse_options()))
+        key = get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
+        name = f"{src.name[:150]}.json"
+        group = get_cache_manager(hashlib.sha256(key.encode()).hexdigest()).get_group(name) or {}
+        return group.get(name) is not None
+    except Exception as e:  # a Triton whose internals moved: compile as if cold
+        logger.debug("cannot look %s up in Triton's cache (%s: %s)", request.name, type(e).__name__, e)
+        return False
+
+
+def _warm() -> int:
+    """Run once per worker as it starts: the imports a compile needs, paid while the pipeline runs."""
+    import triton.compiler  # noqa: F401
+
+    import fusec.runtime.kernel_cache  # noqa: F401
+
+    return os.getpid()
+
+
+@contextlib.contextmanager
+def _without_main_module():
+    """Workers spawned inside do not run the user's script: a spawned child imports the parent's ``__main__``
+    (a script without an ``if __name__ == "__main__"`` guard would compile its model again in every worker).
+    Workers run fusec's functions only, so an empty ``__main__`` is all they need."""
+    import sys
+    import types
+
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+class CompilePool:
+    """``pool.compile(requests)``: every request compiled, in parallel where processes are available."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = default_workers() if workers is None else max(1, int(workers))
+        self._executor: concurrent.futures.Executor | None = None
+        self._broken = False
+        self._lock = threading.Lock()
+
+    @property
+    def parallel(self) -> bool:
+        return self.workers > 1 and not self._broken
+
+    def start(self) -> None:
+        """Start the workers now (they import Triton while the caller goes on)."""
+        if not self.parallel or self._executor is not None:
+            return
+        use_fusec_triton_cache()  # before the spawn: workers and this process must share one cache
+        with self._lock:
+            if self._executor is not None:
+                return
+            try:
+                executor = concurrent.futures.ProcessPoolExecutor(
+                    self.workers, mp_context=multiprocessing.get_context("spawn"))
+                with _without_main_module():
+                    for _ in range(self.workers):
+                        executor.submit(_warm)
+            except (OSError, NotImplementedError, ImportError, RuntimeError) as e:  # no processes here (sandbox, no /dev/shm)
+                logger.debug("no compile workers (%s: %s): compiling in-process", type(e).__name__, e)
+                self._broken = True
+                return
+            self._executor = executor
+
+    def compile(self, requests: Sequence[CompileRequest], progress: Progress | None = None) -> list[str | None]:
+        """The kernels' hashes (None where a compile failed: the launch that needs it compiles it again)."""
+        unique = list({r.key(): r for r in requests}.values())
+        progress = progress or Progress("kernels")
+        self.start()
+        if self._executor is None:
+            results = [self._guarded(compile_request, r) for r in unique]
+            for i, r in enumerate(unique):
+                progress.step("compiled kernel %d of %d (%s)", i + 1, len(unique), r.name)
+        else:
+            results = self._in_workers(unique, progress)
+        by_key = dict(zip((r.key() for r in unique), results, strict=True))
+        return [by_key[r.key()] for r in requests]
+
+    def _in_workers(self, requests: list[CompileRequest], progress: Progress) -> list[str | None]:
+        try:
+            executor = self._executor
+            assert executor is not None, "the pool is parallel"
+            with _without_main_module():
+                futures = {executor.submit(compile_request, r): i for i, r in enumerate(requests)}
+        except (RuntimeError, concurrent.futures.BrokenExecutor) as e:  # the pool died or was shut down
+            return self._fall_back(requests, e)
+        results: list[str | None] = [None] * len(requests)
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            i = futures[future]
+            try:
+                results[i] = future.result()
+            except concurrent.futures.BrokenExecutor as e:
+                return self._fall_back(requests, e)
+            except Exception as e:  # a kernel Triton refuses: its launch will say so, with the real traceback
+                logger.debug("compiling %s in a worker failed: %s: %s", requests[i].name, type(e).__name__, e)
+            progress.step("compiled kernel %d of %d (%s)", done, len(requests), requests[i].name)
+        return results
+
+    def _fall_back(self, requests: list[CompileRequest], error: BaseException) -> list[str | None]:
+        logger.debug("compile workers lost (%s): compiling in-process", error)
+        self.shutdown()
+        self._broken = True
+        return [self._guarded(compile_request, r) for r in requests]
+
+    @staticmethod
+    def _guarded(fn: Callable[[CompileRequest], str], request: CompileRequest) -> str | None:
+        try:
+            return fn(request)
+        except Exception as e:  # as in a worker: the launch compiles it again and reports
+            logger.debug("compiling %s failed: %s: %s", request.name, type(e).__name__, e)
+            return None
+
+    def shutdown(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+_pools: dict[int | None, CompilePool] = {}
+
+
+def shared_pool(workers: int | None = None) -> CompilePool:
+    """The process's pool of ``workers`` processes (None: ``$FUSEC_COMPILE_WORKERS`` or the default), made once."""
+    pool = _pools.get(workers)
+    if pool is None:
+        pool = _pools.setdefault(workers, CompilePool(workers))
+    return pool
+
+
+def start_early(workers: int | None = None) -> None:
+    """Start the shared pool's workers where there is a GPU to compile for (the interpreter compiles nothing)."""
+    import torch
+
+    if torch.cuda.is_available():
+        shared_pool(workers).start()
+
+
+# ---------------------------------------------------------------- collecting what Triton would compile
+
+
+@contextlib.contextmanager
+def collecting(sources: dict[int, tuple[str, str]], out: list[CompileRequest]):
+    """Inside, a launch's Triton compile is not done but recorded in ``out`` as a ``CompileRequest``.
+
+    ``sources``: id of a ``@triton.jit`` function -> (its module source, its name).  Uses Triton's
+    ``jit_cache_hook`` (returning True skips the compile); launches must be warmups (``kernel.warmup``).
+    """
+    import triton
+
+    def hook(*, fn, compile, is_manual_warmup=False, already_compiled=False, **_):
+        found = sources.get(id(fn.jit_function))
+        if found is None or already_compiled:
+            return False
+        options = {k: compile[k] for k in ("num_warps", "num_ctas", "num_stages", "enable_fp_fusion",
+                                           "launch_cooperative_grid", "extern_libs") if k in compile}
+        out.append(CompileRequest(found[0], found[1], dict(compile["signature"]), dict(compile["constants"]),
+                                  dict(compile["configs"][0]), triton.runtime.driver.active.get_current_target(), options))
+        return True
+
+    knobs = triton.knobs.runtime
+    saved = knobs.jit_cache_hook
+    knobs.jit_cache_hook = hook
+    try:
+        yield
+    finally:
+        knobs.jit_cache_hook = saved
