@@ -220,17 +220,17 @@ class DropOperand(ModulePass):
 
 def test_the_structural_check_catches_a_use_before_its_definition():
     module = parse_module(make_context(), TWO)
-    with pytest.raises(PipelineError, match=r"^IR after pass 'test-misorder' is broken: 'fusec.pointwise' uses a value"):
+    with pytest.raises(PipelineError, match=r"IR after pass 'test-misorder' is broken: 'fusec.pointwise' uses a value"):
         run_pipeline(make_context(), module, [Misorder(), DeadCodeElimination()], verify_each=False)
 
 
 def test_without_verify_each_the_result_is_still_verified_in_full():
     spec = [DropOperand(), DeadCodeElimination()]
     module = parse_module(make_context(), TWO)
-    with pytest.raises(PipelineError, match=r"(?s)^IR after pass 'dce' does not verify.*rerun with --verify-each"):
+    with pytest.raises(PipelineError, match=r"(?s)^<input>:3:3: IR after pass 'dce' does not verify.*rerun with --verify-each"):
         run_pipeline(make_context(), module, spec, verify_each=False)
     module = parse_module(make_context(), TWO)
-    with pytest.raises(PipelineError, match=r"^IR after pass 'test-drop-operand' does not verify"):
+    with pytest.raises(PipelineError, match=r"^<input>:3:3: IR after pass 'test-drop-operand' does not verify"):
         run_pipeline(make_context(), module, spec, verify_each=True)
 
 
@@ -238,7 +238,7 @@ def test_verify_each_defaults_to_the_environment(monkeypatch):
     spec = [DropOperand(), DeadCodeElimination()]
     for value, culprit in (("1", "test-drop-operand"), ("", "dce")):
         monkeypatch.setenv("FUSEC_VERIFY_EACH", value)
-        with pytest.raises(PipelineError, match=f"^IR after pass '{culprit}' does not verify"):
+        with pytest.raises(PipelineError, match=f"^<input>:3:3: IR after pass '{culprit}' does not verify"):
             run_pipeline(make_context(), parse_module(make_context(), TWO), spec)
 
 
