@@ -24,14 +24,13 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, MultipleSpansParseError, ParseError
 from xdsl.utils.hints import isa, type_repr
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.analysis import timing
 from fusec.base import env, origins, remarks
@@ -76,7 +75,7 @@ def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
     try:
         return parser.parse_module()
     except ParseError as e:
-        raise PipelineError(_parse_error_text(e)) from e
+        raise PipelineError(_parse_error_text(_clearer(parser, e))) from e
     except Exception as e:  # e.g. a type's verifier rejecting its parameters while parsing
         raise PipelineError(_parse_error_text(_located_at_current_token(parser, str(e)))) from e
 
@@ -103,31 +102,45 @@ class _LocatingParser(Parser):
     """xDSL's parser, giving each op it parses the file position of its first token."""
 
     def parse_operation(self) -> Operation:
-        start = self._current_token.span.start
+        start = self.pos
         op = super().parse_operation()
         if isinstance(op.location, UnknownLoc):
-            line, col = self._line_col(start)
+            line, col = self.line_col(start)
             op.location = FileLineColLoc(StringAttr(self.lexer.input.name), IntAttr(line), IntAttr(col))
         return op
 
-    def _parse_block(self) -> Block:
-        if self._current_token.kind is MLIRTokenKind.EOF:  # xDSL's own message here is " in block definition"
-            self.raise_error("unexpected end of input: expected '}' to close the region")
-        return super()._parse_block()
-
-    def _get_op_by_name(self, name: str) -> type[Operation]:
-        if self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack) is None:
-            # xDSL points at the token after the name; the name itself is the culprit.
-            start = self.lexer.input.content.rfind(name, 0, self._current_token.span.start)
-            self.raise_error(f"unknown operation '{name}'", at_position=start, end_position=start + len(name))
-        return super()._get_op_by_name(name)
-
-    def _line_col(self, pos: int) -> tuple[int, int]:
-        if not hasattr(self, "_line_starts"):
+    def line_col(self, pos: int) -> tuple[int, int]:
+        if not hasattr(self, "line_starts"):
             content = self.lexer.input.content
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", content)]
-        line = bisect.bisect_right(self._line_starts, pos)
-        return line, pos - self._line_starts[line - 1] + 1
+            self.line_starts = [0] + [m.end() for m in re.finditer("\n", content)]
+        line = bisect.bisect_right(self.line_starts, pos)
+        return line, pos - self.line_starts[line - 1] + 1
+
+
+_UNREGISTERED = re.compile(r"Operation (\S+) is not registered")
+
+
+def _clearer(parser: Parser, e: ParseError) -> ParseError:
+    """xDSL's message made plainer where it is terse: an unknown op points at its name (xDSL points at the token
+    after it); a file ending inside a region says so (xDSL: " in block definition")."""
+    content = parser.lexer.input.content
+    unknown = _UNREGISTERED.match(e.msg)
+    if unknown:
+        name = unknown.group(1)
+        start = content.rfind(name, 0, e.span.start)
+        if start >= 0:
+            return _error_at(parser, f"unknown operation '{name}'", start, start + len(name))
+    if e.span.start >= len(content.rstrip()) and e.msg.strip() == "in block definition":
+        return _error_at(parser, "unexpected end of input: expected '}' to close the region", e.span.start, e.span.end)
+    return e
+
+
+def _error_at(parser: Parser, message: str, start: int, end: int) -> ParseError:
+    try:
+        parser.raise_error(message, at_position=start, end_position=end)
+    except ParseError as e:
+        return e
+    raise AssertionError("raise_error returns only by raising")
 
 
 def _located_at_current_token(parser: Parser, message: str) -> ParseError:

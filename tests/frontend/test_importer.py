@@ -71,7 +71,9 @@ def test_printed_ir_parses_back_to_the_same_text(locations):
     (gm, example), = capture(fn, torch.randn(6, 9, generator=g), torch.randn(9, generator=g), dynamic=True)
     module, _ = import_graph(gm, example)
     text = ir_text(module, locations)
-    assert reparsed_text(text, locations) == text
+    again = reparsed_text(text, locations)
+    # An op printed without a place of its own (loc(unknown): the module, the graph) gets its place in the text.
+    assert re.sub(r'loc\("<input>":\d+:\d+\)', "loc(unknown)", again) == text
 
 
 def test_float_literal_in_exponent_form_parses_back():
