@@ -56,8 +56,13 @@ def test_inference_matches_eager(name, dtype):
     assert log.count("inference") == 1
 
 
+# ViT and ResNet are left to the GPU test: on CPU their dynamic compile spends minutes proving index bounds with
+# sympy.simplify (passes/kernel_index.py, in vertical fusion), past this folder's time budget.
+DYNAMIC_ON_CPU = ["bert", "gpt2"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", DYNAMIC_ON_CPU)
 def test_dynamic_inference_compiles_once_for_two_sizes(name):
     case = MODELS[name]
     torch.manual_seed(0)

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from compile_watch import watch_compiles
 from model_zoo import MODELS
 
 # A graph that fell back to eager would match eager trivially: fail instead.
@@ -29,7 +30,10 @@ def test_training_step_matches_eager(name):
     inputs = case.inputs(torch.Generator().manual_seed(1), *case.sizes[0])
     want_loss, want = _step(eager, case, inputs)
     compiled.compile(backend="fusec")  # in place: parameter names stay the model's own
-    got_loss, got = _step(compiled, case, inputs)
+    with watch_compiles() as log:
+        got_loss, got = _step(compiled, case, inputs)
+    log.assert_whole()
+    assert (log.count("forward"), log.count("backward")) == (1, 1), dict(log.graphs)
     torch.testing.assert_close(got_loss, want_loss, rtol=1e-4, atol=1e-5)
     assert sorted(got) == sorted(want)
     for n in want:
