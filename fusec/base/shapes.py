@@ -10,6 +10,7 @@ calls ``floordiv(a, b)``, ``mod(a, b)``, ``max(a, b)``, ``min(a, b)``,
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -305,7 +306,13 @@ def contiguous_strides(shape: Sequence[Dim]) -> list[sympy.Expr]:
 
 def provably_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
     """True only when sympy proves a == b for every value of the symbols."""
-    return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+    return _provably_zero(sympy.sympify(a) - sympy.sympify(b))
+
+
+@functools.lru_cache(maxsize=8192)
+def _provably_zero(e: sympy.Expr) -> bool:
+    # Symbolic shapes ask the same questions many times; most differences are polynomials that expand to 0.
+    return e == 0 or sympy.expand(e) == 0 or sympy.simplify(e) == 0
 
 
 def broadcast_shapes(*shapes: Sequence[Dim]) -> list[sympy.Expr] | None:

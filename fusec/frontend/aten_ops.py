@@ -266,6 +266,14 @@ TABLE["max.other"] = _binary("maximum")
 TABLE["min.other"] = _binary("minimum")
 
 
+@lowers("prims.fma.default")
+def _fma(imp: GraphBuilder, c: Call) -> SSAValue:
+    """a * b + c (torch's lerp decomposition uses it), rounded twice: no fused multiply-add op in the IR."""
+    out = imp.result_type().contiguous()
+    product = pointwise_call(imp, "mul", [c["a"], c["b"]], out)
+    return pointwise_call(imp, "add", [product, c["c"]], out)
+
+
 @lowers("div")
 def _div(imp: GraphBuilder, c: Call) -> SSAValue:
     mode = c.args.get("rounding_mode")

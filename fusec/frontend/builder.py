@@ -151,6 +151,8 @@ class GraphBuilder:
         if strides is None and layout:
             contiguous = shapes.contiguous_strides(dims)  # a size-1 dim's stride is never used: ignore it
             strides = [c if d == 1 else self.size(s) for d, s, c in zip(dims, fake.stride(), contiguous, strict=True)]
+            if all(shapes.provably_equal(s, c) for s, c in zip(strides, contiguous, strict=True)):
+                strides = None  # contiguous: spares TensorType its own (uncached) proof of it
         return F.TensorType(dims, element_type(fake.dtype), strides)
 
     def result_type(self, index: int | None = None, layout: bool = False) -> F.TensorType:

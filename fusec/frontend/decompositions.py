@@ -23,6 +23,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from fusec.base import powers
+from fusec.frontend.foreach import foreach_decompositions
 
 aten = torch.ops.aten
 
@@ -215,6 +216,7 @@ def _table() -> dict:
         packet, overload = name.split(".")
         if hasattr(aten, packet) and overload in getattr(aten, packet).overloads():
             table[getattr(getattr(aten, packet), overload)] = fn
+    table.update(foreach_decompositions())  # optimizers' foreach=True path: per-tensor pointwise ops that fuse
     for op in _overloads([*EXTERN, *NOT_EQUIVALENT]):
         table.pop(op, None)
     return table

@@ -304,7 +304,8 @@ class GraphImporter(GraphBuilder):
 
 def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:
     """Fill node.meta["val"] by fake propagation where a graph came without it (a hand-made graph)."""
-    nodes = [n for n in gm.graph.nodes if n.op in ("placeholder", "call_function")]
+    # A getitem's value is its tuple's element: make_fx gives none to an element that is None.
+    nodes = [n for n in gm.graph.nodes if n.op in ("placeholder", "call_function") and n.target is not operator.getitem]
     if all("val" in n.meta for n in nodes):
         return
     from torch._subclasses.fake_tensor import FakeTensorMode

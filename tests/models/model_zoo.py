@@ -18,10 +18,19 @@ transformers = __import__("pytest").importorskip("transformers")
 @dataclass(frozen=True)
 class ModelCase:
     name: str
-    build: Callable[[], torch.nn.Module]
+    build: Callable[..., torch.nn.Module]  # build(real=False): tiny for CPU tests, real=True: the GPU's sizes
     inputs: Callable[[torch.Generator, int, int], dict]  # (generator, batch, length) -> keyword inputs
     loss: Callable[[object], torch.Tensor]  # the model's output -> a scalar
     sizes: tuple[tuple[int, int], tuple[int, int]] = ((2, 16), (3, 12))  # (batch, length): first, second
+    real_sizes: tuple[tuple[int, int], tuple[int, int]] = ((4, 256), (2, 192))
+
+    def inference_inputs(self, g: torch.Generator, batch: int, length: int) -> dict:
+        return {k: v for k, v in self.inputs(g, batch, length).items() if k != "labels"}
+
+
+def main_output(out) -> torch.Tensor:
+    """The tensor an inference test compares: the logits of a language model, else the last hidden state."""
+    return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
 
 
 def _no_dropout(config):
@@ -32,27 +41,29 @@ def _no_dropout(config):
     return config
 
 
-def gpt2() -> torch.nn.Module:
-    config = _no_dropout(transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=64, vocab_size=96))
-    return transformers.GPT2LMHeadModel(config)
+def gpt2(real: bool = False) -> torch.nn.Module:
+    size = dict(n_layer=6, n_embd=768, n_head=12, n_positions=1024) if real else dict(n_layer=2, n_embd=32, n_head=2, n_positions=64)
+    return transformers.GPT2LMHeadModel(_no_dropout(transformers.GPT2Config(vocab_size=96, **size)))
 
 
-def bert() -> torch.nn.Module:
-    config = _no_dropout(transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                                 intermediate_size=64, vocab_size=96, max_position_embeddings=64))
-    return transformers.BertForMaskedLM(config)
+def bert(real: bool = False) -> torch.nn.Module:
+    size = (dict(num_hidden_layers=4, hidden_size=768, num_attention_heads=12, intermediate_size=3072) if real else
+            dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64))
+    config = transformers.BertConfig(vocab_size=96, max_position_embeddings=512 if real else 64, **size)
+    return transformers.BertForMaskedLM(_no_dropout(config))
 
 
-def vit() -> torch.nn.Module:
-    config = _no_dropout(transformers.ViTConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                                intermediate_size=64, image_size=16, patch_size=4, num_channels=3))
-    return transformers.ViTModel(config, add_pooling_layer=True)
+def vit(real: bool = False) -> torch.nn.Module:
+    size = (dict(num_hidden_layers=12, hidden_size=192, num_attention_heads=3, intermediate_size=768, image_size=224,
+                 patch_size=16) if real else
+            dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64, image_size=16, patch_size=4))
+    return transformers.ViTModel(_no_dropout(transformers.ViTConfig(num_channels=3, **size)), add_pooling_layer=True)
 
 
-def resnet() -> torch.nn.Module:
-    config = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
-                                       num_channels=3)
-    return transformers.ResNetModel(config)
+def resnet(real: bool = False) -> torch.nn.Module:
+    size = (dict(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2]) if real else  # ResNet-18
+            dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1]))
+    return transformers.ResNetModel(transformers.ResNetConfig(layer_type="basic", num_channels=3, **size))
 
 
 def _tokens(g, batch, length):
@@ -64,11 +75,15 @@ def _images(g, batch, size):
     return {"pixel_values": torch.randn(batch, 3, size, size, generator=g)}
 
 
+def _pooled(out) -> torch.Tensor:
+    return out.pooler_output.square().mean()
+
+
 MODELS = {
     "gpt2": ModelCase("gpt2", gpt2, _tokens, lambda out: out.loss),
-    "bert": ModelCase("bert", bert, _tokens, lambda out: out.loss),
-    "vit": ModelCase("vit", vit, lambda g, b, s: _images(g, b, 16), lambda out: out.pooler_output.square().mean(),
-                     ((2, 16), (3, 16))),
-    "resnet": ModelCase("resnet", resnet, lambda g, b, s: _images(g, b, s), lambda out: out.pooler_output.square().mean(),
-                        ((2, 32), (3, 24))),
+    "bert": ModelCase("bert", bert, _tokens, lambda out: out.loss, real_sizes=((8, 128), (4, 96))),
+    # ViT's position embeddings fix the image size: the second size is a second batch
+    "vit": ModelCase("vit", vit, lambda g, b, s: _images(g, b, s), _pooled, ((2, 16), (3, 16)), ((16, 224), (8, 224))),
+    "resnet": ModelCase("resnet", resnet, lambda g, b, s: _images(g, b, s), _pooled, ((2, 32), (3, 24)),
+                        ((16, 224), (8, 160))),
 }

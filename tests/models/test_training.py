@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from compile_watch import watch_compiles
 from model_zoo import MODELS
 
 # A graph that fell back to eager would match eager trivially: fail instead.
@@ -29,7 +30,10 @@ def test_training_step_matches_eager(name):
     inputs = case.inputs(torch.Generator().manual_seed(1), *case.sizes[0])
     want_loss, want = _step(eager, case, inputs)
     compiled.compile(backend="fusec")  # in place: parameter names stay the model's own
-    got_loss, got = _step(compiled, case, inputs)
+    with watch_compiles() as log:
+        got_loss, got = _step(compiled, case, inputs)
+    log.assert_whole()
+    assert (log.count("forward"), log.count("backward")) == (1, 1), dict(log.graphs)
     torch.testing.assert_close(got_loss, want_loss, rtol=1e-4, atol=1e-5)
     assert sorted(got) == sorted(want)
     for n in want:
@@ -40,9 +44,10 @@ def test_training_step_matches_eager(name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_training_step_matches_eager_on_gpu(name, dtype):
+def test_training_step_matches_eager_on_gpu(name, dtype, dynamic):
     """The same step on the GPU, where eager picks fused attention kernels (flash, cuDNN, memory-efficient)."""
     case = MODELS[name]
     torch.manual_seed(0)
@@ -51,8 +56,10 @@ def test_training_step_matches_eager_on_gpu(name, dtype):
     inputs = {k: v.to("cuda", dtype) if v.is_floating_point() else v.to("cuda")
               for k, v in case.inputs(torch.Generator().manual_seed(1), *case.sizes[0]).items()}
     want_loss, want = _step(eager, case, inputs)
-    compiled.compile(backend="fusec")
-    got_loss, got = _step(compiled, case, inputs)
+    compiled.compile(backend="fusec", dynamic=dynamic)
+    with watch_compiles() as log:
+        got_loss, got = _step(compiled, case, inputs)
+    log.assert_whole()
     tol = 1e-4 if dtype == torch.float32 else 3e-2
     torch.testing.assert_close(got_loss, want_loss, rtol=tol, atol=tol)
     for n in want:
