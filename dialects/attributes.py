@@ -118,7 +118,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def __init__(self, shape: Sequence[int | str | sympy.Basic], element_type: Attribute, strides: Sequence | None = None):
         dims = [shapes.as_expr(d) for d in shape]
         stride_exprs = [shapes.as_expr(s) for s in strides] if strides is not None else []
-        if stride_exprs and all(sympy.simplify(a - b) == 0 for a, b in zip(stride_exprs, shapes.contiguous_strides(dims), strict=True)):
+        if stride_exprs and all(shapes.provably_equal(a, b) for a, b in zip(stride_exprs, shapes.contiguous_strides(dims), strict=True)):
             stride_exprs = []
         super().__init__(ArrayAttr([ExprAttr(d) for d in dims]), element_type, ArrayAttr([ExprAttr(s) for s in stride_exprs]))
 
