@@ -51,8 +51,11 @@ class InvalidProgram(Exception):
 # ---------------------------------------------------------------- comparing
 
 
-def tolerance(dtype: torch.dtype) -> dict:
-    """Kernels keep low-precision intermediates in fp32 where eager rounds each op: tolerances follow the dtype."""
+def tolerance(dtype: torch.dtype, computed_in: torch.dtype = torch.float32) -> dict:
+    """Kernels keep low-precision intermediates in fp32 where eager rounds each op: tolerances follow the
+    result's dtype, or the least precise one it was ``computed_in`` (``Program.lowest_precision``)."""
+    if dtype.is_floating_point and computed_in.itemsize < dtype.itemsize:
+        dtype = computed_in
     if dtype in (torch.float16,):
         return {"rtol": 1e-2, "atol": 1e-2}
     if dtype == torch.bfloat16:
@@ -62,7 +65,7 @@ def tolerance(dtype: torch.dtype) -> dict:
     return {"rtol": 0, "atol": 0}
 
 
-def compare(got, want, what: str, strides: bool = True) -> None:
+def compare(got, want, what: str, strides: bool = True, computed_in: torch.dtype = torch.float32) -> None:
     """``got`` equals ``want``: type, dtype, shape, device, strides (dims of size > 1), values (NaNs where eager's)."""
     if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
         if got != want:
@@ -78,16 +81,17 @@ def compare(got, want, what: str, strides: bool = True) -> None:
         if g != w:
             raise Mismatch(f"{what}: strides {got.stride()}, expected {want.stride()} (shape {tuple(want.shape)})")
     try:
-        torch.testing.assert_close(got, want, equal_nan=True, check_stride=False, **tolerance(want.dtype))
+        torch.testing.assert_close(got, want, equal_nan=True, check_stride=False, **tolerance(want.dtype, computed_in))
     except AssertionError as e:
         raise Mismatch(f"{what}: {e}") from None
 
 
-def compare_all(got: Sequence, want: Sequence, what: str, strides: bool = True) -> None:
+def compare_all(got: Sequence, want: Sequence, what: str, strides: bool = True,
+                computed_in: torch.dtype = torch.float32) -> None:
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} outputs, expected {len(want)}")
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        compare(g, w, f"{what}, output {i}", strides)
+        compare(g, w, f"{what}, output {i}", strides, computed_in)
 
 
 def eager(fn: Callable, inputs: Sequence[torch.Tensor]) -> list:
@@ -132,7 +136,7 @@ def check_backend(program: Program, seed: int, fn: Callable | None = None, devic
             raise
         except Exception as e:
             raise Mismatch(f"backend{' dynamic' if dynamic else ''} at n={n} raised {type(e).__name__}: {e}") from e
-        compare_all(got, want, f"backend{' dynamic' if dynamic else ''} at n={n}")
+        compare_all(got, want, f"backend{' dynamic' if dynamic else ''} at n={n}", computed_in=program.lowest_precision())
 
 
 def check_grad(program: Program, seed: int, fn: Callable | None = None, device: str = "cpu",
@@ -149,8 +153,9 @@ def check_grad(program: Program, seed: int, fn: Callable | None = None, device: 
             raise
         except Exception as e:
             raise Mismatch(f"grad at n={n} raised {type(e).__name__}: {e}") from e
-        compare_all(got_out, want_out, f"grad{' dynamic' if dynamic else ''} at n={n}, forward")
-        compare_all(got_grads, want_grads, f"grad{' dynamic' if dynamic else ''} at n={n}, gradient")
+        low = program.lowest_precision()
+        compare_all(got_out, want_out, f"grad{' dynamic' if dynamic else ''} at n={n}, forward", computed_in=low)
+        compare_all(got_grads, want_grads, f"grad{' dynamic' if dynamic else ''} at n={n}, gradient", computed_in=low)
 
 
 def _grads(program: Program, fn: Callable, n: int, seed: int, device: str, compiled: bool = False):
@@ -221,20 +226,20 @@ def check_ir(program: Program, seed: int, fn: Callable | None = None, device: st
         runs.append((info.tensor_inputs(values, symbols), symbols))
     want = eager(fn, [v for _, v in make_inputs(program, program.n1, seed, device)])
     got = info.assemble_outputs(_interpret(interpreter, text, runs[0][0], "imported IR"), runs[0][1])
-    compare_all(got, want, "interpreter on the imported IR", strides=False)
+    compare_all(got, want, "interpreter on the imported IR", strides=False, computed_in=program.lowest_precision())
 
-    form_kernels = parse_pipeline_spec("form-kernels")
+    form_kernels, low = parse_pipeline_spec("form-kernels"), program.lowest_precision()
     for name in PASSES:
         if name in SKIPPED_PASSES:
             continue
         before = () if name in GRAPH_LEVEL_PASSES else form_kernels
-        _check_passes(text, before, parse_pipeline_spec(name), runs, f"pass '{name}'")
+        _check_passes(text, before, parse_pipeline_spec(name), runs, f"pass '{name}'", low)
         if name in ("canonicalize", "dce"):
-            _check_passes(text, form_kernels, parse_pipeline_spec(name), runs, f"pass '{name}' after form-kernels")
-    _check_passes(text, (), parse_pipeline_spec(default_pipeline_spec()), runs, "default pipeline")
+            _check_passes(text, form_kernels, parse_pipeline_spec(name), runs, f"pass '{name}' after form-kernels", low)
+    _check_passes(text, (), parse_pipeline_spec(default_pipeline_spec()), runs, "default pipeline", low)
 
 
-def _check_passes(text: str, setup: Sequence, passes: Sequence, runs, what: str) -> None:
+def _check_passes(text: str, setup: Sequence, passes: Sequence, runs, what: str, low: torch.dtype) -> None:
     """Run ``setup``, then each of ``passes`` checked against the interpreter before it."""
     from fusec.registry import make_context
     from fusec.runtime import interpreter
@@ -256,7 +261,7 @@ def _check_passes(text: str, setup: Sequence, passes: Sequence, runs, what: str)
         for (inputs, _), ref in zip(runs, reference, strict=True):
             got = _interpret(interpreter, current, inputs, f"{what}: after '{p.name}'")
             compare_all(got, ref, f"{what}: '{p.name}' changed the results at {inputs[0].shape if inputs else ()}",
-                        strides=False)
+                        strides=False, computed_in=low)
 
 
 def _parse(text: str):

@@ -101,8 +101,11 @@ class Program:
         exec(compile(self.source(), f"<fuzz program {id(self):x}>", "exec"), namespace)
         return namespace["program"]
 
-    def float_only(self) -> bool:
-        return all(i.dtype in FLOATS or i.high is not None for i in self.inputs)
+    def lowest_precision(self) -> torch.dtype:
+        """The least precise float dtype the program computes in: kernels keep such intermediates in fp32
+        where eager rounds each op's result, so results (fp32 ones too) agree only to that precision."""
+        used = {DTYPES[i.dtype] for i in self.inputs} | {d for d in DTYPES.values() if any(str(d) in op.code for op in self.ops)}
+        return next((d for d in (torch.bfloat16, torch.float16) if d in used), torch.float32)
 
 
 # ---------------------------------------------------------------- inputs
