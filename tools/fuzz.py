@@ -394,13 +394,15 @@ def fuzz_round(check: str, seed: int, examples: int, device: str, stats: Stats, 
 
     try:
         one()
-    except Mismatch:
+    except Exception as e:
+        if not failing:  # hypothesis giving up on a round (e.g. too many rejections) is not a finding
+            print(f"round {check}/{seed} stopped: {type(e).__name__}: {e}", flush=True)
+            return
+        # A Mismatch, or hypothesis calling it flaky when the shrunk replay fails in another place.
         program, input_seed, error = failing
         print(f"MISMATCH ({check}): {str(error).splitlines()[0]}\n{program.source()}", flush=True)
         if out is not None:
             stats.findings.append(write_reproducer(out, check, program, input_seed, error, device))
-    except Exception as e:  # hypothesis giving up on a round (e.g. too many rejections) is not a finding
-        print(f"round {check}/{seed} stopped: {type(e).__name__}: {e}", flush=True)
 
 
 @click.command()
