@@ -148,11 +148,18 @@ def _run(check: str, program: Program, input_seed: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
-@pytest.mark.parametrize("check", ["ir", "backend", "backend-dynamic"])
-@settings(CI, max_examples=12)
+@pytest.mark.parametrize("check", ["backend", "backend-dynamic"])
+@settings(CI, max_examples=30)
 @given(program=programs(max_ops=6), input_seed=st.integers(0, 2**16))
-def test_fuzz_fusec_against_eager_and_the_interpreter(check, program, input_seed):
+def test_fuzz_backend_against_eager(check, program, input_seed):
     _run(check, program, input_seed)
+
+
+@pytest.mark.slow
+@settings(CI, max_examples=12)  # each program goes through every pass: the slowest check
+@given(program=programs(max_ops=6), input_seed=st.integers(0, 2**16))
+def test_fuzz_every_pass_against_the_interpreter(program, input_seed):
+    _run("ir", program, input_seed)
 
 
 @pytest.mark.slow
@@ -161,3 +168,21 @@ def test_fuzz_fusec_against_eager_and_the_interpreter(check, program, input_seed
 @given(program=programs(grad=True, max_ops=5), input_seed=st.integers(0, 2**16))
 def test_fuzz_gradients_against_eager(program, input_seed):
     _run("grad", program, input_seed)
+
+
+@pytest.mark.slow
+def test_the_command_runs_for_its_minutes_and_reports(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "fusec.tools.fuzz", "--minutes", "0.001", "--check", "backend",
+                           "--examples", "2", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rounds 1, examples 2" in done.stdout and "mismatches 0" in done.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_command_refuses_a_missing_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(fuzz.main, ["--device", "cuda"])
+    assert result.exit_code == 2 and "no CUDA device here" in result.output
