@@ -62,11 +62,16 @@ REDUCE_FUNCTIONS = {
     "prod": lambda v, d, k: _multi(torch.prod, v, d, k),
     "max": lambda v, d, k: torch.amax(v, d, keepdim=k),
     "min": lambda v, d, k: torch.amin(v, d, keepdim=k),
-    "argmax": lambda v, d, k: torch.argmax(v, d[0], keepdim=k),
-    "argmin": lambda v, d, k: torch.argmin(v, d[0], keepdim=k),
+    "argmax": lambda v, d, k: torch.argmax(_ordered(v), d[0], keepdim=k),
+    "argmin": lambda v, d, k: torch.argmin(_ordered(v), d[0], keepdim=k),
     "any": lambda v, d, k: torch.any(v.to(torch.bool), d, keepdim=k),
     "all": lambda v, d, k: torch.all(v.to(torch.bool), d, keepdim=k),
 }
+
+
+def _ordered(v: torch.Tensor) -> torch.Tensor:
+    """torch's argmax/argmin refuse bools (max.dim on bools decomposes into one): False < True as uint8."""
+    return v.to(torch.uint8) if v.dtype == torch.bool else v
 
 
 def _multi(fn, v: torch.Tensor, dims: Sequence[int], keepdim: bool) -> torch.Tensor:
