@@ -114,7 +114,9 @@ def _slice(op: F.SliceOp, x: torch.Tensor, env: dict[str, int]) -> torch.Tensor:
     d, step = op.dim.data, op.step.data
     start = shapes.evaluate(op.start.data, env)
     length = _shape(op.result.type, env)[d]
-    return x.narrow(d, start, (length - 1) * step + 1 if length else 0)[(slice(None),) * d + (slice(None, None, step),)]
+    if not length:  # eager clamps the start of an empty slice (x[2:] of one row): it may lie past the end
+        return x.narrow(d, 0, 0)
+    return x.narrow(d, start, (length - 1) * step + 1)[(slice(None),) * d + (slice(None, None, step),)]
 
 
 def _index(op: F.IndexOp, src: torch.Tensor, idx: torch.Tensor, env: dict[str, int]) -> torch.Tensor:
