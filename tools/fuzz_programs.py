@@ -16,6 +16,7 @@ torch refuses is dropped (no type rules written again here).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -197,7 +198,9 @@ class _Builder:
         for shape_of in (lambda v: v.at_n1, lambda v: v.at_n2):
             tried = [torch.full(shape_of(self.values[a]), self.values[a].fill, dtype=self.values[a].dtype) for a in args]
             try:
-                out = eval(code.format(*(f"_a[{i}]" for i in range(len(args)))), {"torch": torch, "_a": tried})
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # var() of one element warns: the program stays valid
+                    out = eval(code.format(*(f"_a[{i}]" for i in range(len(args)))), {"torch": torch, "_a": tried})
             except Exception:
                 return None
             # Integer remainder by a random divisor may divide by zero, which eager raises on.
