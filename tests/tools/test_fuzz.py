@@ -156,7 +156,7 @@ def test_fuzz_backend_against_eager(check, program, input_seed):
 
 
 @pytest.mark.slow
-@settings(CI, max_examples=12)  # each program goes through every pass: the slowest check
+@settings(CI, max_examples=8)  # each program goes through every pass: the slowest check
 @given(program=programs(max_ops=6), input_seed=st.integers(0, 2**16))
 def test_fuzz_every_pass_against_the_interpreter(program, input_seed):
     _run("ir", program, input_seed)
