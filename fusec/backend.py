@@ -210,7 +210,7 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
 
 def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[torch.Tensor]]):
     """AOTAutograd's calling convention: one list of arguments (ours to clear), a list of outputs."""
-    if info.carriers or any(slot.kind != "tensor" for slot in info.outputs):
+    if info.carriers or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
         def run(args: list) -> list:
             symbols = info.bind_symbols(args)
             tensors = info.tensor_inputs(args, symbols)

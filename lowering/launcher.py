@@ -325,8 +325,7 @@ class _LauncherWriter:
         for a in args:
             if self.check_shapes:
                 self.shape_tuple(tensor_type_of(a).dims)
-            if self.check_strides:
-                self.shape_tuple(tensor_type_of(a).layout)
+            self.shape_tuple(tensor_type_of(a).layout)  # every mode copies a misaligned input into its layout
         lines += self.bind_symbols(args)
         # The plan's remaining checks: each input's whole shape (a wrong dim, or one that no integer value of its
         # symbol gives, is a wrong input) and its strides (a different layout is copied into the declared one).

@@ -23,6 +23,7 @@ import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import sympy
 import torch
@@ -62,6 +63,7 @@ class OutputSlot:
     index: int = -1  # tensor: its position among fusec.output's operands
     expr: sympy.Expr | None = None
     value: object = None
+    dim_order: tuple[int, ...] | None = None  # tensor: eager's layout (outermost dim first) where dense, not row-major
 
 
 @dataclass
@@ -125,12 +127,48 @@ class ImportInfo:
         out: list = []
         for slot in self.outputs:
             if slot.kind == "tensor":
-                out.append(tensors[slot.index])
+                out.append(in_dim_order(tensors[slot.index], slot.dim_order) if slot.dim_order else tensors[slot.index])
             elif slot.kind == "symint":
                 out.append(shapes.evaluate(slot.expr, env))
             else:
                 out.append(slot.value)
         return out
+
+
+def eager_dim_order(val) -> tuple[int, ...] | None:
+    """The order of dims (outermost first) of eager's layout for an output, where it is dense and not
+    row-major (a pointwise op on a transposed input keeps its layout); None otherwise.  From the example
+    values' hints: a layout is the same for every size Dynamo's guards admit."""
+    if not isinstance(val, torch.Tensor) or val.dim() < 2:
+        return None
+    hinted_sizes, hinted_strides = [_hint(d) for d in val.shape], [_hint(s) for s in val.stride()]
+    if None in hinted_sizes or None in hinted_strides or 0 in hinted_sizes:  # unbacked: no hint, leave the layout be
+        return None
+    sizes, strides = cast(list[int], hinted_sizes), cast(list[int], hinted_strides)
+    order = tuple(sorted(range(val.dim()), key=lambda d: (-strides[d], d)))
+    if order == tuple(range(val.dim())) or _dense_strides(sizes, order) != [s for s, d in zip(strides, sizes, strict=True)
+                                                                               if d > 1]:
+        return None
+    return order
+
+
+def _hint(n) -> int | None:
+    return int(n) if isinstance(n, int) else n.node.hint
+
+
+def _dense_strides(sizes: Sequence[int], order: Sequence[int]) -> list[int]:
+    """The strides, of dims of size > 1 in dim order, of a dense tensor laid out in ``order``."""
+    strides, step = [0] * len(sizes), 1
+    for d in reversed(order):
+        strides[d], step = step, step * sizes[d]
+    return [s for s, d in zip(strides, sizes, strict=True) if d > 1]
+
+
+def in_dim_order(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
+    """``t`` laid out in ``order`` (itself when it is already, else a copy)."""
+    if [s for s, d in zip(t.stride(), t.shape, strict=True) if d > 1] == _dense_strides(t.shape, order):
+        return t
+    return torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, name: str = "graph") -> tuple[ModuleOp, ImportInfo]:
@@ -259,7 +297,8 @@ class GraphImporter(GraphBuilder):
             if isinstance(v, SSAValue):
                 if v not in outputs:
                     outputs.append(v)
-                slots.append(OutputSlot("tensor", outputs.index(v)))
+                order = eager_dim_order(r.meta.get("val")) if isinstance(r, torch.fx.Node) else None
+                slots.append(OutputSlot("tensor", outputs.index(v), dim_order=order))
             elif isinstance(v, sympy.Expr):
                 slots.append(OutputSlot("symint", expr=v))
             elif v is None or isinstance(v, (bool, int, float)):

@@ -63,11 +63,16 @@ REDUCE_FUNCTIONS = {
     "prod": lambda v, d, k: _multi(torch.prod, v, d, k),
     "max": lambda v, d, k: torch.amax(v, d, keepdim=k),
     "min": lambda v, d, k: torch.amin(v, d, keepdim=k),
-    "argmax": lambda v, d, k: torch.argmax(v, d[0], keepdim=k),
-    "argmin": lambda v, d, k: torch.argmin(v, d[0], keepdim=k),
+    "argmax": lambda v, d, k: torch.argmax(_ordered(v), d[0], keepdim=k),
+    "argmin": lambda v, d, k: torch.argmin(_ordered(v), d[0], keepdim=k),
     "any": lambda v, d, k: torch.any(v.to(torch.bool), d, keepdim=k),
     "all": lambda v, d, k: torch.all(v.to(torch.bool), d, keepdim=k),
 }
+
+
+def _ordered(v: torch.Tensor) -> torch.Tensor:
+    """torch's argmax/argmin refuse bools (max.dim on bools decomposes into one): False < True as uint8."""
+    return v.to(torch.uint8) if v.dtype == torch.bool else v
 
 
 def _multi(fn, v: torch.Tensor, dims: Sequence[int], keepdim: bool) -> torch.Tensor:
@@ -111,7 +116,9 @@ def _slice(op: F.SliceOp, x: torch.Tensor, env: dict[str, int]) -> torch.Tensor:
     d, step = op.dim.data, op.step.data
     start = shapes.evaluate(op.start.data, env)
     length = _shape(op.result.type, env)[d]
-    return x.narrow(d, start, (length - 1) * step + 1 if length else 0)[(slice(None),) * d + (slice(None, None, step),)]
+    if not length:  # eager clamps the start of an empty slice (x[2:] of one row): it may lie past the end
+        return x.narrow(d, 0, 0)
+    return x.narrow(d, start, (length - 1) * step + 1)[(slice(None),) * d + (slice(None, None, step),)]
 
 
 def _index(op: F.IndexOp, src: torch.Tensor, idx: torch.Tensor, env: dict[str, int]) -> torch.Tensor:

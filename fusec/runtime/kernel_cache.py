@@ -1,10 +1,13 @@
 """Kernel sources as Python modules: cached on disk by hash, loaded once per (source, mode).
 
 Kernel sources are cached by the sha256 of their text, in memory and on disk
-(``$FUSEC_CACHE_DIR``, else ``~/.cache/fusec``): ``triton.jit`` reads a kernel's
-source through ``inspect``, so it must come from a real file.  Files are written
-to a temporary name and renamed into place (atomic); a file whose content does
-not hash to its name is rewritten.  On CUDA tensors kernels run compiled by
+(``$FUSEC_CACHE_DIR``, else ``~/.cache/fusec``), where tracebacks and readers
+find them.  Files are written to a temporary name and renamed into place
+(atomic: processes compiling the same kernel at once never see half a file); a
+file whose content does not hash to its name is rewritten, with a warning; a
+folder that cannot be written leaves kernels uncached, with a warning.  Modules
+run the source text in memory (``triton.jit`` finds it through ``linecache``),
+so a cache deleted or rewritten while a process runs changes nothing in it.  On CUDA tensors kernels run compiled by
 Triton; on CPU tensors under Triton's interpreter (patched here where it differs
 from the GPU), and both versions of a kernel can live in one process.
 """
@@ -13,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import linecache
 import os
 import re
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -43,18 +46,45 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def kernel_file(source: str, directory: Path | None = None) -> Path:
-    """The cache file holding ``source``, written (atomically) unless a sound copy is there."""
+def kernel_file(source: str, directory: Path | None = None) -> Path | None:
+    """The cache file holding ``source``, written (atomically) unless a sound copy is there.
+
+    The cache is only a convenience: a corrupt entry is rewritten (one warning), and a folder that
+    cannot be written gives ``None`` (one warning per folder); the kernel then loads without it."""
     digest = source_hash(source)
     folder = (directory or cache_dir()) / "kernels"
     path = folder / f"fusec_{digest}.py"
+    state = _entry_state(path, digest)
+    if state == "sound":
+        return path
+    if state == "corrupt":
+        warnings.warn(f"fusec: kernel cache entry {path} was corrupt (its content does not match its hash); rebuilt it",
+                      RuntimeWarning, stacklevel=2)
     try:
-        if source_hash(path.read_text()) == digest:
-            return path
-    except (OSError, UnicodeDecodeError):
-        pass  # missing or unreadable: (re)write it
+        _write_atomically(folder, path, source)
+    except OSError as e:
+        _warn_once(("unwritable", folder), f"fusec: kernel cache folder {folder} cannot be written ({e}); "
+                                           "kernels are compiled without caching them on disk")
+        return None
+    linecache.checkcache(str(path))
+    return path
+
+
+def _entry_state(path: Path, digest: str) -> str:
+    """"sound", "corrupt" (truncated, garbage, another kernel) or "missing" (also: unreadable, which writing reports)."""
+    try:
+        text = path.read_bytes().decode()
+    except UnicodeDecodeError:
+        return "corrupt"
+    except OSError:
+        return "missing"
+    return "sound" if source_hash(text) == digest else "corrupt"
+
+
+def _write_atomically(folder: Path, path: Path, source: str) -> None:
+    """Write to a temporary name, then rename: readers see no file or the whole file, never half of one."""
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{digest[:16]}-", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.stem[6:22]}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(source)
@@ -63,8 +93,17 @@ def kernel_file(source: str, directory: Path | None = None) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    linecache.checkcache(str(path))
-    return path
+
+
+_warned: set = set()
+
+
+def _warn_once(key, message: str) -> None:
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 @contextlib.contextmanager
@@ -158,16 +197,20 @@ def load_kernel_module(source: str, interpret: bool) -> ModuleType:
             return module
         path = kernel_file(source)
         name = f"fusec_kernel_{digest[:24]}_{'interp' if interpret else 'gpu'}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None, "a .py file gets a source loader"
-        module = importlib.util.module_from_spec(spec)
+        filename = str(path) if path is not None else f"<fusec kernel {digest}>"
+        # The module runs the text in hand, not the file: another process may rewrite the file, or delete
+        # the cache, at any time.  triton.jit reads the source through inspect, which finds it in linecache
+        # (mtime None: never checked against a file).
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        module = ModuleType(name)
+        module.__file__ = filename
         sys.modules[name] = module  # inspect (used by triton.jit) finds functions' modules here
         if interpret:
             _fix_interpreter_loop_bounds()
             _fix_interpreter_bf16_casts()
         try:
             with triton_interpret(interpret):
-                spec.loader.exec_module(module)
+                exec(compile(source, filename, "exec"), module.__dict__)
         except BaseException:
             sys.modules.pop(name, None)
             raise

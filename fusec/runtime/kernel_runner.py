@@ -15,16 +15,21 @@ goes through ``kernel[grid]`` once, which compiles (or finds) the kernel Triton
 would have used for exactly these arguments, and launches it.  Later launches
 call the compiled kernel's own launcher, the way Triton's ``run`` ends.
 
-Under Triton's interpreter (CPU tensors) every launch goes through ``kernel[grid]``.
+Under Triton's interpreter (CPU tensors) every launch goes through ``kernel[grid]``,
+one at a time: the interpreter patches ``triton.language`` and keeps the program id
+in one global builder while a launch runs, so two threads launching at once would
+read each other's program ids.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import triton
 
 _INT32 = 2**31
+_interpreter_lock = threading.Lock()  # Triton's interpreter runs one launch at a time per process
 
 
 def int_class(v: int) -> tuple[bool, bool, bool]:
@@ -59,7 +64,8 @@ class KernelRunner:
 
     def launch(self, grid: int, num_warps: int, *args) -> None:
         if self.interpret:
-            self.kernel[(grid,)](*args, num_warps=num_warps)
+            with _interpreter_lock:
+                self.kernel[(grid,)](*args, num_warps=num_warps)
             return
         key = self.key(num_warps, args) if self.checked or self.ints or self.chosen else num_warps
         entry = self.compiled.get(key)

@@ -1,0 +1,188 @@
+"""The differential fuzzer: its program generator, its comparisons, its reproducers, and a CI-sized run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+from fusec.tools import fuzz
+from fusec.tools.fuzz_programs import DTYPES, FLOATS, Input, Op, Program, make_inputs, programs
+
+# Fixed seed (derandomize): the CI run sees the same programs every time.
+CI = settings(derandomize=True, deadline=None, database=None, print_blob=False, suppress_health_check=list(HealthCheck))
+
+
+# ---------------------------------------------------------------- the generator
+
+
+@settings(CI, max_examples=60)
+@given(programs())
+def test_every_program_runs_in_eager_at_both_sizes(program):
+    fn = program.function()
+    for n in (program.n1, program.n2):
+        outputs = fn(*[v for _, v in make_inputs(program, n, seed=1)])
+        assert len(outputs) == len(program.outputs) and all(isinstance(o, torch.Tensor) for o in outputs)
+
+
+@settings(CI, max_examples=40)
+@given(programs(grad=True))
+def test_gradient_programs_take_float_inputs_and_give_float_outputs(program):
+    assert all(spec.dtype in FLOATS for spec in program.inputs)
+    outputs = program.function()(*[v for _, v in make_inputs(program, program.n1, seed=2)])
+    assert all(o.dtype.is_floating_point for o in outputs)
+
+
+@settings(CI, max_examples=40)
+@given(programs())
+def test_a_program_uses_every_input_and_op(program):
+    """Ops no output needs are dropped (shrinking then works on what matters), and inputs come first."""
+    used = set(program.outputs)
+    for op in program.ops:
+        used.update(op.args)
+    assert set(range(program.size())) - set(range(len(program.inputs))) <= used | set(program.outputs)
+    assert set(range(len(program.inputs))) <= used
+    for k, op in enumerate(program.ops, start=len(program.inputs)):
+        assert all(a < k for a in op.args)
+
+
+def test_the_source_is_the_program():
+    program = Program((Input((3, "n"), "f32"), Input((3, 1), "i32")),
+                      (Op("torch.add({0}, {1})", (0, 1)), Op("torch.amax({0}, dim=(1,), keepdim=False)", (2,))), (3, 2))
+    assert program.source() == ("def program(x0, x1):\n    v2 = torch.add(x0, x1)\n"
+                                "    v3 = torch.amax(v2, dim=(1,), keepdim=False)\n    return (v3, v2,)\n")
+    x0, x1 = (v for _, v in make_inputs(program, 6, seed=0))
+    out = program.function()(x0, x1)
+    torch.testing.assert_close(out[0], (x0 + x1).amax(1), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "sliced", "expanded"])
+def test_inputs_have_their_layout_and_seeded_values(layout):
+    program = Program((Input((4, "n", 3), "f32", layout),), (Op("torch.neg({0})", (0,)),), (1,))
+    (base, x), = make_inputs(program, 6, seed=3)
+    assert x.shape == (4, 6, 3)
+    expected = {"contiguous": (18, 3, 1), "permuted": (1, 4, 24), "sliced": (42, 7, 2), "expanded": (0, 3, 1)}[layout]
+    assert x.stride() == expected
+    (_, again), = make_inputs(program, 6, seed=3)
+    assert torch.equal(x, again) and x.std() > 0
+
+
+def test_index_inputs_stay_within_their_bound():
+    program = Program((Input((2, "n"), "f32"), Input((50,), "i64", high=2)), (Op("{0}[{1}]", (0, 1)),), (2,))
+    _, (_, idx) = make_inputs(program, 6, seed=0)
+    assert idx.min() == 0 and idx.max() == 1
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_random_inputs_of_every_dtype_vary(dtype):
+    (_, x), = make_inputs(Program((Input((64,), dtype),), (), ()), 6, seed=0)
+    assert x.dtype == DTYPES[dtype] and x.unique().numel() > 1
+
+
+# ---------------------------------------------------------------- comparisons
+
+
+def test_compare_names_what_differs():
+    x = torch.arange(6.0).reshape(2, 3)
+    fuzz.compare(x, x.clone(), "same")
+    with pytest.raises(fuzz.Mismatch, match="dtype torch.float64, expected torch.float32"):
+        fuzz.compare(x.double(), x, "out")
+    with pytest.raises(fuzz.Mismatch, match=r"strides \(1, 2\), expected \(3, 1\)"):
+        fuzz.compare(x.t().contiguous().t(), x, "out")
+    with pytest.raises(fuzz.Mismatch, match="shape"):
+        fuzz.compare(x.t(), x, "out")
+    nan = torch.tensor([1.0, float("nan")])
+    fuzz.compare(nan, nan.clone(), "nan where eager has it")
+    with pytest.raises(fuzz.Mismatch):
+        fuzz.compare(torch.tensor([float("nan"), 2.0]), nan, "nan moved")
+    with pytest.raises(fuzz.Mismatch):
+        fuzz.compare(torch.tensor([1, 3]), torch.tensor([1, 2]), "ints exactly")
+    fuzz.compare(torch.ones(1, 3), torch.ones(3, 1).t(), "strides of size-1 dims do not matter")
+
+
+def test_a_program_eager_refuses_is_invalid_not_a_finding():
+    program = Program((Input((3,), "i64"),), (Op("torch.remainder({0}, 0)", (0,)),), (1,))
+    with pytest.raises(fuzz.InvalidProgram):
+        fuzz.check_backend(program, seed=0)
+
+
+# ---------------------------------------------------------------- reproducers
+
+
+@pytest.mark.slow
+def test_a_reproducer_is_a_runnable_program(tmp_path):
+    program = Program((Input(("n",), "f32"),), (Op("torch.sin({0})", (0,)),), (1,))
+    folder = fuzz.write_reproducer(tmp_path, "ir", program, seed=5, error=fuzz.Mismatch("made up"))
+    assert sorted(p.name for p in folder.iterdir()) == ["graph.mlir", "program.py", "seed.txt"]
+    assert "fusec.graph" in (folder / "graph.mlir").read_text() and "seed=5" in (folder / "seed.txt").read_text()
+    text = (folder / "program.py").read_text()
+    assert "def program(x0):\n    v1 = torch.sin(x0)" in text and "# made up" in text
+    done = subprocess.run([sys.executable, str(folder / "program.py")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "no mismatch (ir)" in done.stdout, done.stdout + done.stderr
+
+
+def test_reproduce_prints_the_mismatch_and_fails(monkeypatch, capsys):
+    def mismatch(*args, **kwargs):
+        raise fuzz.Mismatch("backend at n=6, output 0: strides (1, 2), expected (2, 1)")
+
+    monkeypatch.setattr(fuzz, "run_check", mismatch)
+    with pytest.raises(SystemExit) as stop:
+        fuzz.reproduce(Program((Input((2,), "f32"),), (Op("torch.neg({0})", (0,)),), (1,)), "backend", 0)
+    assert stop.value.code == 1
+    assert capsys.readouterr().out == "MISMATCH (backend): backend at n=6, output 0: strides (1, 2), expected (2, 1)\n"
+
+
+# ---------------------------------------------------------------- the CI-sized run
+
+
+def _run(check: str, program: Program, input_seed: int) -> None:
+    try:
+        fuzz.run_check(check, program, input_seed)
+    except fuzz.InvalidProgram:
+        reject()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
+@pytest.mark.parametrize("check", ["backend", "backend-dynamic"])
+@settings(CI, max_examples=30)
+@given(program=programs(max_ops=6), input_seed=st.integers(0, 2**16))
+def test_fuzz_backend_against_eager(check, program, input_seed):
+    _run(check, program, input_seed)
+
+
+@pytest.mark.slow
+@settings(CI, max_examples=8)  # each program goes through every pass: the slowest check
+@given(program=programs(max_ops=6), input_seed=st.integers(0, 2**16))
+def test_fuzz_every_pass_against_the_interpreter(program, input_seed):
+    _run("ir", program, input_seed)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fresh_dynamo")
+@settings(CI, max_examples=8)
+@given(program=programs(grad=True, max_ops=5), input_seed=st.integers(0, 2**16))
+def test_fuzz_gradients_against_eager(program, input_seed):
+    _run("grad", program, input_seed)
+
+
+@pytest.mark.slow
+def test_the_command_runs_for_its_minutes_and_reports(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "fusec.tools.fuzz", "--minutes", "0.001", "--check", "backend",
+                           "--examples", "2", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rounds 1, examples 2" in done.stdout and "mismatches 0" in done.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_command_refuses_a_missing_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(fuzz.main, ["--device", "cuda"])
+    assert result.exit_code == 2 and "no CUDA device here" in result.output
