@@ -9,10 +9,12 @@ Out: each pointwise kernel P inlined into its kernel consumers C — pointwise
 Inlining: P stores its value at ``x`` over ``[n]``, so a load ``buf[e]`` in C
 reads "P at x = e": the load is replaced by a copy of P's body with ``x := e``
 in every index (then simplified within C's domain).  A masked load masks the
-copied loads and yields 0 where the mask is off, as the load did.
+copied loads and yields 0 where the mask is off, as the load did.  A gather's load
+(``buf[offset + e]``, a run-time offset) goes in when every index of P is ``x`` plus a
+constant: the copied loads take the gather's offset.
 
 Legality (else a remark): P stores each output once at ``x`` (unsupported-producer);
-C reads P at no run-time offset (indirect-load), and under a mask only if P divides
+C reads P at a run-time offset only if P shifts with x (indirect-load), and under a mask only if P divides
 no integers (masked-load: masked-off lanes see zeros).
 
 Cost rule when C iterates as many points as P (proved with sympy), where ``cost(P)`` =
@@ -105,14 +107,26 @@ def _traps_on_zero(p: F.KernelOp) -> bool:
                for op in p.block.ops)
 
 
+def _shifts_with_x(p: F.KernelOp) -> bool:
+    """Every index in P is ``x`` plus a constant, so P at ``e + offset`` reads its inputs at ``index(e) + offset``:
+    a gather of P (a run-time offset) can recompute it."""
+    for op in p.block.ops:
+        if isinstance(op, F.LoadOp) and (op.offset is not None or X in (op.index.data - X).free_symbols):
+            return False
+        if isinstance(op, F.SymbolicOp) and X in op.expr.data.free_symbols:
+            return False
+    return True
+
+
 def legality(p: F.KernelOp, c: F.KernelOp) -> Decline | None:
     """Whether inlining P into C keeps the results: plain loads, and no integer division on masked-off lanes."""
     problem = producer_problem(p)
     if problem:
         return problem
     loads = [load for load, _ in loads_of(c, p.results)]
-    if any(load.offset is not None for load in loads):
-        return "indirect-load", f"{describe(c)} reads {describe(p)} at a run-time offset"
+    if any(load.offset is not None for load in loads) and not _shifts_with_x(p):
+        return "indirect-load", (f"{describe(c)} reads {describe(p)} at a run-time offset, and {describe(p)} "
+                                 f"reads its inputs other than at x + a constant")
     if any(load.mask is not None for load in loads) and _traps_on_zero(p):
         return "masked-load", f"{describe(c)} reads {describe(p)} under a mask, and {describe(p)} divides integers"
     return None
@@ -126,7 +140,7 @@ def same_domain(p: F.KernelOp, c: F.KernelOp) -> bool:
 def plan_across_domains(p: F.KernelOp, c: F.KernelOp, graph: Graph, hints: SizeHints, max_recompute: float) -> Plan | Decline:
     """P read through a broadcast, a slice or a gather: C recomputes P at each point that reads it, if
     the recomputed work costs at most ``max_recompute`` times what it saves (cost_model.recompute)."""
-    sites = len({(load.index.data, load.mask) for load, _ in loads_of(c, p.results)})
+    sites = len({(load.index.data, load.mask, load.offset) for load, _ in loads_of(c, p.results)})
     users = graph.users(p)
     erased = users == [c]
     readers = len(users) if all(isinstance(u, F.KernelOp) for u in users) else 0
@@ -189,18 +203,18 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     reads = {arg: results.index(v) for arg, v in zip(c.input_args, c.inputs, strict=True) if v in results}
     copies: dict[tuple, list[SSAValue]] = {}
 
-    def producer_at(index: sympy.Expr, mask: SSAValue | None) -> list[SSAValue]:
-        if (index, mask) not in copies:
+    def producer_at(index: sympy.Expr, mask: SSAValue | None, offset: SSAValue | None = None) -> list[SSAValue]:
+        if (index, mask, offset) not in copies:
             pvm: dict[SSAValue, SSAValue] = {}
             for op in p.block.ops:
                 if not isinstance(op, F.StoreOp):
-                    bb.clone(op, pvm, {X: index}, mask)
+                    bb.clone(op, pvm, {X: index}, mask, offset)
             values = [pvm[s.value] for s in p_stores]
             if mask is not None:  # the load gave 0 where masked off
                 values = [bb.add(F.PointwiseOp("where", [mask, v, bb.add(F.ConstantOp(_zero(v.type), v.type))], v.type))
                           for v in values]
-            copies[(index, mask)] = values
-        return copies[(index, mask)]
+            copies[(index, mask, offset)] = values
+        return copies[(index, mask, offset)]
 
     bb.map_inputs(p)
     bb.map_inputs(c, skip=results)
@@ -208,7 +222,8 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     outs = {arg: bb.output(arg.type, r) for arg, r in zip(c.output_args, c.results, strict=True)}
     for op in c.block.ops:
         if isinstance(op, F.LoadOp) and op.buffer in reads:
-            vm[op.result] = producer_at(op.index.data, vm[op.mask] if op.mask is not None else None)[reads[op.buffer]]
+            mask, offset = (vm[v] if v is not None else None for v in (op.mask, op.offset))
+            vm[op.result] = producer_at(op.index.data, mask, offset)[reads[op.buffer]]
         elif isinstance(op, F.StoreOp):
             bb.store(vm[op.value], outs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
         else:

@@ -109,6 +109,30 @@ def test_expensive_broadcast_is_declined_with_the_numbers():
     assert len(kernels(module)) == 1 and not notes
 
 
+def test_gathered_producer_is_recomputed_at_the_gathered_elements():
+    # One element per row of exp(x) * y: the gather recomputes it there instead of storing [s0, 10].
+    t, k, i = tensor_type("s0, 10"), tensor_type("s0, 1"), tensor_type("s0, 1", "i64")
+    module, notes = fuse(graph_text(f"%x : {t}, %y : {t}, %t : {i}", k, f"""
+    %e = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %p = fusec.pointwise "mul" %e, %y : ({t}, {t}) -> {t}
+    %g = fusec.gather %p[%t] dim 1 : {t}, {i} -> {k}
+    fusec.output %g : {k}"""))
+    (kernel,) = kernels(module)
+    gathered = [op for op in kernel.block.ops if isinstance(op, F.LoadOp) and op.offset is not None]
+    assert len(gathered) == 2 and all(str(op.index.data) == "10*x" for op in gathered)  # x and y, at the target
+    assert not notes
+
+
+def test_gather_of_a_broadcasting_producer_is_declined():
+    t, k, i, v = tensor_type("s0, 10"), tensor_type("s0, 1"), tensor_type("s0, 1", "i64"), tensor_type("10")
+    module, notes = fuse(graph_text(f"%x : {t}, %w : {v}, %t : {i}", k, f"""
+    %p = fusec.pointwise "mul" %x, %w : ({t}, {v}) -> {t}
+    %g = fusec.gather %p[%t] dim 1 : {t}, {i} -> {k}
+    fusec.output %g : {k}"""))
+    assert len(kernels(module)) == 2
+    assert [n.code for n in notes] == ["indirect-load"]
+
+
 def test_transposed_read_is_reindexed():
     t = tensor_type("s0, 8")
     tt = tensor_type("8, s0")
