@@ -98,6 +98,23 @@ builtin.module {
 // CHECK:           fusec.load %{{.*}}[floordiv(x, 768)] : !fusec.tensor<[64, 1], f32>
 // CHECK:         fusec.output %y
 
+  // A gather of a pointwise producer: one element a row of exp(x) * y is recomputed at the
+  // gathered position (the copied loads take the gather's offset); [s0, 10] is never stored.
+  fusec.graph @gathered(%x : !fusec.tensor<[s0, 10], f32>, %y : !fusec.tensor<[s0, 10], f32>, %t : !fusec.tensor<[s0, 1], i64>) -> (!fusec.tensor<[s0, 1], f32>) symbols(s0 in [1, inf]) {
+    %e = fusec.pointwise "exp" %x : (!fusec.tensor<[s0, 10], f32>) -> !fusec.tensor<[s0, 10], f32>
+    %p = fusec.pointwise "mul" %e, %y : (!fusec.tensor<[s0, 10], f32>, !fusec.tensor<[s0, 10], f32>) -> !fusec.tensor<[s0, 10], f32>
+    %g = fusec.gather %p[%t] dim 1 : !fusec.tensor<[s0, 10], f32>, !fusec.tensor<[s0, 1], i64> -> !fusec.tensor<[s0, 1], f32>
+    fusec.output %g : !fusec.tensor<[s0, 1], f32>
+  }
+
+// CHECK-LABEL: fusec.graph @gathered
+// CHECK-NEXT:    %g = fusec.kernel @fusec_poi_exp_mul_gather_{{[0-9]+}} [s0] (%t, %x, %y)
+// CHECK:           fusec.load %{{[0-9]+}}[%{{[0-9]+}} + 10*x] : !fusec.tensor<[s0, 10], f32>
+// CHECK-NEXT:      fusec.pointwise "exp"
+// CHECK-NEXT:      fusec.load %{{[0-9]+}}[%{{[0-9]+}} + 10*x] : !fusec.tensor<[s0, 10], f32>
+// CHECK-NEXT:      fusec.pointwise "mul"
+// CHECK:         fusec.output %g
+
   // Declined: 48 chained exps over [64] read broadcast over [64, 1048576] by a kernel
   // moving 2 bytes a point: recomputing them at 67M points costs more compute time
   // than the consumer's memory traffic hides, the launch and the 256 bytes saved.
