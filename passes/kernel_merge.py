@@ -94,12 +94,14 @@ class BodyBuilder:
             return a if b is None else b
         return self.add(F.PointwiseOp("logical_and", [a, b], F.BOOL))
 
-    def clone(self, op: Operation, vm: dict[SSAValue, SSAValue], mapping: dict, mask: SSAValue | None = None) -> None:
-        """Clone a non-store body op; ``mapping`` re-indexes it, ``mask`` guards its loads."""
+    def clone(self, op: Operation, vm: dict[SSAValue, SSAValue], mapping: dict, mask: SSAValue | None = None,
+              offset: SSAValue | None = None) -> None:
+        """Clone a non-store body op; ``mapping`` re-indexes it, ``mask`` guards its loads, ``offset`` (a gather's
+        run-time offset) shifts loads that have none of their own."""
         if isinstance(op, F.LoadOp):
             index = substitute(op.index.data, mapping, self.domain)
             own = vm[op.mask] if op.mask is not None else None
-            offset = vm[op.offset] if op.offset is not None else None
+            offset = vm[op.offset] if op.offset is not None else offset
             buffer = self.buffer(self.sources[op.buffer])  # inputs in first-load order
             new: Operation = F.LoadOp(buffer, index, self.both(mask, own), offset)
         elif isinstance(op, F.SymbolicOp):

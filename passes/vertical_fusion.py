@@ -9,16 +9,16 @@ Out: each pointwise kernel P inlined into its kernel consumers C — pointwise
 Inlining: P stores its value at ``x`` over ``[n]``, so a load ``buf[e]`` in C
 reads "P at x = e": the load is replaced by a copy of P's body with ``x := e``
 in every index (then simplified within C's domain).  A masked load masks the
-copied loads and yields 0 where the mask is off, as the load did.
+copied loads and yields 0 where the mask is off, as the load did.  A gather's load
+(``buf[offset + e]``, a run-time offset) goes in when every index of P is ``x`` plus a
+constant: the copied loads take the gather's offset.
 
 Legality (else a remark): P stores each output once at ``x`` (unsupported-producer);
-C reads P at no run-time offset (indirect-load), and under a mask only if P divides
-no integers (masked-load: masked-off lanes see zeros); C iterates exactly as many
-points as P, proved with sympy (domain-mismatch: broadcasts and slices of P are
-left materialised, recomputing P per broadcast copy is not free) — or more when
-every load of P is masked (cat, pad) and P is cheap enough to recompute.
+C reads P at a run-time offset only if P shifts with x (indirect-load), and under a mask only if P divides
+no integers (masked-load: masked-off lanes see zeros).
 
-Cost rule, where ``cost(P)`` = P's body ops other than stores (loads count: they are traffic):
+Cost rule when C iterates as many points as P (proved with sympy), where ``cost(P)`` =
+P's body ops other than stores (loads count: they are traffic):
   * P read only by C, at one index: always fuse; P disappears ("move").
   * P also read elsewhere (another kernel, an extern, the graph output) and C
     reads it at an index covering P's whole domain once (``x``, or ``rnumel*x + r``
@@ -26,6 +26,12 @@ Cost rule, where ``cost(P)`` = P's body ops other than stores (loads count: they
   * otherwise C recomputes P if ``cost(P) <= recompute-max-ops``; P stays for
     its other readers ("recompute").  Several load indices in C each recompute.
   * otherwise decline: graph-output / extern-consumer / recompute-too-expensive.
+Across domains (P read through a broadcast, a slice, a cat/pad or a reshape of another
+size): C recomputes P at each point that reads it when ``cost_model.recompute`` finds the
+time it adds to C (beyond what C's memory traffic hides) at most ``max-recompute`` times
+what it saves (P's store, C's load, P's launch, or a share of it when P has other kernel
+readers); else a recompute-cost remark with the numbers.  P goes once its last reader
+inlined it; it stays while an extern or the graph output reads it.
 Limits on the merged kernel: ``max-ops`` body ops, ``max-inputs`` input buffers (limit).
 Externs never merge: at the end, every kernel reading an extern's result gets an
 extern-producer remark, every pointwise kernel feeding one an extern-consumer remark.
@@ -41,6 +47,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
+from fusec.analysis import cost_model
+from fusec.analysis.cost_model import SizeHints
 from fusec.base import shapes
 from fusec.base.remarks import describe
 from fusec.base.shapes import print_expr
@@ -59,6 +67,7 @@ from fusec.passes.kernel_merge import (
 )
 
 PASS = "vertical-fusion"
+GPU_MODEL = cost_model.GPU()
 
 
 @dataclass(frozen=True)
@@ -98,29 +107,57 @@ def _traps_on_zero(p: F.KernelOp) -> bool:
                for op in p.block.ops)
 
 
-def legality(p: F.KernelOp, c: F.KernelOp, recompute_max_ops: int) -> Decline | None:
-    """Whether inlining P into C keeps the results: plain loads, and as many points in C as in P."""
+def _shifts_with_x(p: F.KernelOp) -> bool:
+    """Every index in P is ``x`` plus a constant, so P at ``e + offset`` reads its inputs at ``index(e) + offset``:
+    a gather of P (a run-time offset) can recompute it."""
+    for op in p.block.ops:
+        if isinstance(op, F.LoadOp) and (op.offset is not None or X in (op.index.data - X).free_symbols):
+            return False
+        if isinstance(op, F.SymbolicOp) and X in op.expr.data.free_symbols:
+            return False
+    return True
+
+
+def legality(p: F.KernelOp, c: F.KernelOp) -> Decline | None:
+    """Whether inlining P into C keeps the results: plain loads, and no integer division on masked-off lanes."""
     problem = producer_problem(p)
     if problem:
         return problem
     loads = [load for load, _ in loads_of(c, p.results)]
-    if any(load.offset is not None for load in loads):
-        return "indirect-load", f"{describe(c)} reads {describe(p)} at a run-time offset"
+    if any(load.offset is not None for load in loads) and not _shifts_with_x(p):
+        return "indirect-load", (f"{describe(c)} reads {describe(p)} at a run-time offset, and {describe(p)} "
+                                 f"reads its inputs other than at x + a constant")
     if any(load.mask is not None for load in loads) and _traps_on_zero(p):
         return "masked-load", f"{describe(c)} reads {describe(p)} under a mask, and {describe(p)} divides integers"
-    points, n = shapes.numel(c.domain_exprs), p.domain_exprs[0]
-    if equal(points, n):
-        return None
-    # A cat or pad reads P under a mask over a larger domain.  Whether the masked lanes
-    # cover each element of P once is not proved, so only a cheap P may go in (as if recomputed).
-    if all(load.mask is not None for load in loads) and sympy.simplify(points - n).is_nonnegative \
-            and producer_cost(p) <= recompute_max_ops:
-        return None
-    return "domain-mismatch", f"{_domain_text(p)} vs {_domain_text(c)}"
+    return None
+
+
+def same_domain(p: F.KernelOp, c: F.KernelOp) -> bool:
+    """C iterates exactly as many points as P (proved with sympy): C reads P elementwise, or through a view."""
+    return equal(shapes.numel(c.domain_exprs), p.domain_exprs[0])
+
+
+def plan_across_domains(p: F.KernelOp, c: F.KernelOp, graph: Graph, hints: SizeHints, max_recompute: float) -> Plan | Decline:
+    """P read through a broadcast, a slice or a gather: C recomputes P at each point that reads it, if
+    the recomputed work costs at most ``max_recompute`` times what it saves (cost_model.recompute)."""
+    sites = len({(load.index.data, load.mask, load.offset) for load, _ in loads_of(c, p.results)})
+    users = graph.users(p)
+    erased = users == [c]
+    readers = len(users) if all(isinstance(u, F.KernelOp) for u in users) else 0
+    ops = producer_cost(p) * sites
+    estimate = cost_model.recompute(c, p, ops, hints, erased, readers)
+    cost, gain = estimate.cost_us(GPU_MODEL), estimate.gain_us(GPU_MODEL)
+    if cost <= max_recompute * gain:
+        return Plan("move" if erased else "recompute")
+    launch = ("a launch" if erased else f"1/{readers} of a launch" if readers else "no launch")
+    return "recompute-cost", (
+        f"{describe(c)} over {_domain_text(c)} would recompute {describe(p)} over {_domain_text(p)} ({ops} ops a point): "
+        f"{estimate.ops} ops more on top of its {estimate.consumer_ops} ops and {estimate.consumer_bytes} B, "
+        f"{cost:.3g} us > max-recompute={max_recompute:g} x saving {estimate.bytes_saved} B and {launch} ({gain:.3g} us)")
 
 
 def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: int) -> Plan | Decline:
-    """The cost rule (see the module docstring)."""
+    """The cost rule over equal domains (see the module docstring)."""
     loads = [load for load, _ in loads_of(c, p.results)]
     sites = {(load.index.data, load.mask) for load in loads}
     others = [u for u in graph.users(p) if u is not c]
@@ -166,18 +203,18 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     reads = {arg: results.index(v) for arg, v in zip(c.input_args, c.inputs, strict=True) if v in results}
     copies: dict[tuple, list[SSAValue]] = {}
 
-    def producer_at(index: sympy.Expr, mask: SSAValue | None) -> list[SSAValue]:
-        if (index, mask) not in copies:
+    def producer_at(index: sympy.Expr, mask: SSAValue | None, offset: SSAValue | None = None) -> list[SSAValue]:
+        if (index, mask, offset) not in copies:
             pvm: dict[SSAValue, SSAValue] = {}
             for op in p.block.ops:
                 if not isinstance(op, F.StoreOp):
-                    bb.clone(op, pvm, {X: index}, mask)
+                    bb.clone(op, pvm, {X: index}, mask, offset)
             values = [pvm[s.value] for s in p_stores]
             if mask is not None:  # the load gave 0 where masked off
                 values = [bb.add(F.PointwiseOp("where", [mask, v, bb.add(F.ConstantOp(_zero(v.type), v.type))], v.type))
                           for v in values]
-            copies[(index, mask)] = values
-        return copies[(index, mask)]
+            copies[(index, mask, offset)] = values
+        return copies[(index, mask, offset)]
 
     bb.map_inputs(p)
     bb.map_inputs(c, skip=results)
@@ -185,7 +222,8 @@ def inline_producer(p: F.KernelOp, c: F.KernelOp, plan: Plan, graph: Graph) -> t
     outs = {arg: bb.output(arg.type, r) for arg, r in zip(c.output_args, c.results, strict=True)}
     for op in c.block.ops:
         if isinstance(op, F.LoadOp) and op.buffer in reads:
-            vm[op.result] = producer_at(op.index.data, vm[op.mask] if op.mask is not None else None)[reads[op.buffer]]
+            mask, offset = (vm[v] if v is not None else None for v in (op.mask, op.offset))
+            vm[op.result] = producer_at(op.index.data, mask, offset)[reads[op.buffer]]
         elif isinstance(op, F.StoreOp):
             bb.store(vm[op.value], outs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
         else:
@@ -201,6 +239,7 @@ class VerticalFuser:
 
     options: VerticalFusion
     graph: Graph
+    hints: SizeHints
 
     def __post_init__(self):
         self.declines = Declines(PASS)
@@ -234,7 +273,9 @@ class VerticalFuser:
 
     def _try(self, p: F.KernelOp, c: F.KernelOp) -> F.KernelOp | None:
         limit = self.options.recompute_max_ops
-        decision = legality(p, c, limit) or plan_merge(p, c, self.graph, limit)
+        decision = legality(p, c) or (
+            plan_merge(p, c, self.graph, limit) if same_domain(p, c)
+            else plan_across_domains(p, c, self.graph, self.hints, self.options.max_recompute))
         if not isinstance(decision, Plan):
             self.declines.record(*decision, p, c)
             return None
@@ -247,7 +288,8 @@ class VerticalFusion(ModulePass):
     """Inlines pointwise kernels into the kernels that read them (pointwise consumers and reduction prologues).
 
     Options: max-ops (body ops of a merged kernel), max-inputs (its input buffers),
-    recompute-max-ops (the largest producer recomputed rather than kept materialised).
+    recompute-max-ops (the largest producer recomputed rather than kept materialised, over equal domains),
+    max-recompute (over different domains: the most recomputed work may cost, as a multiple of what it saves).
     """
 
     name = PASS
@@ -255,7 +297,8 @@ class VerticalFusion(ModulePass):
     max_ops: int = 128
     max_inputs: int = 16
     recompute_max_ops: int = 8
+    max_recompute: float = 1.0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
-            VerticalFuser(self, Graph(graph.block)).run()
+            VerticalFuser(self, Graph(graph.block), cost_model.resolve_size_hints(graph)).run()

@@ -191,6 +191,7 @@ class GPU:
     sm_count: int = 132
     bandwidth_bytes_per_us: float = 3.0e6  # ~3 TB/s of achievable HBM bandwidth
     launch_overhead_us: float = 4.5
+    ops_per_us: float = 6.0e7  # ~60 TFLOP/s of fp32 arithmetic outside the tensor cores
 
 
 @dataclass(frozen=True)
@@ -245,3 +246,42 @@ def combo_arg_count(kernels: Sequence[F.KernelOp]) -> int:
     outputs = sum(len(k.outputs) for k in kernels)
     sizes = set().union(*(kernel_size_symbols(k) for k in kernels)) if kernels else set()
     return len(inputs) + outputs + len(sizes)
+
+
+# ---------------------------------------------------------------- recomputing a producer in its consumer
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Inlining a pointwise producer into a consumer over another domain (a broadcast, a slice, a gather),
+    in whole-kernel totals.  The consumer runs at the roofline, ``max(bytes / BW, ops / FLOPS)``: the
+    producer's ops run again at each consumer point that reads it, which costs only what they add beyond
+    the time the consumer's memory traffic takes anyway; against that, the producer's store and the
+    consumer's load of it, and the producer's launch."""
+
+    ops: int  # producer ops run beyond computing each of its elements once
+    consumer_ops: int  # the consumer's own ops, over its domain
+    consumer_bytes: int  # the consumer's own traffic
+    bytes_saved: int  # the producer's store (when it disappears) and the consumer's load of it
+    launch_share: float  # 1 when the producer disappears, 1/k when it is one of k readers that may each inline it
+
+    def cost_us(self, gpu: GPU) -> float:
+        before = max(self.consumer_bytes / gpu.bandwidth_bytes_per_us, self.consumer_ops / gpu.ops_per_us)
+        return max(0.0, (self.consumer_ops + self.ops) / gpu.ops_per_us - before)
+
+    def gain_us(self, gpu: GPU) -> float:
+        return self.bytes_saved / gpu.bandwidth_bytes_per_us + self.launch_share * gpu.launch_overhead_us
+
+
+def recompute(consumer: F.KernelOp, producer: F.KernelOp, producer_ops: int, hints: SizeHints,
+              producer_erased: bool, readers: int) -> Recompute:
+    """The estimate for ``consumer`` recomputing ``producer`` (``producer_ops`` per point it reads, distinct
+    read indices included); ``readers``: how many kernels read the producer (0: an extern or output does)."""
+    consumer_points, producer_points = hints(shapes.numel(consumer.domain_exprs)), hints(producer.domain_exprs[0])
+    item = sum(element_bytes(r.type) for r in producer.results)
+    once = producer_ops * producer_points if producer_erased else 0
+    read = min(consumer_points, producer_points) * item
+    stored = producer_points * item if producer_erased else 0
+    share = 1.0 if producer_erased else (1.0 / readers if readers else 0.0)
+    return Recompute(max(0, producer_ops * consumer_points - once), len(consumer.block.ops) * consumer_points,
+                     kernel_bytes(consumer, hints), read + stored, share)

@@ -8,8 +8,11 @@ Every answer is a power of two, so the set of Triton specialisations a dynamic
 kernel can need stays small.
 
 Rules of thumb (Hopper, memory-bound kernels):
-* pointwise: 1024 elements a program, 4 warps (8 elements, two 16-byte vectors of
-  fp32, a thread); smaller blocks only when there are fewer elements.
+* pointwise (Inductor's rule): XBLOCK = xnumel / MIN_PROGRAMS rounded down to a power
+  of two, within [256, 1024], so that a small domain still launches a program per SM
+  (256x256: 128 programs of 512, not 64 of 1024) and a large one 1024 a program;
+  warps = XBLOCK / 256 (8 elements, two 16-byte vectors of fp32, a thread);
+  a domain below 256 elements takes one block of its size, one warp.
 * persistent reduction: a whole row in RBLOCK = next_power_of_2(rnumel); as many
   rows as keep a program near 4096 elements (fewer registers would spill less but
   starve the SM of loads in flight); warps grow with the tile.
@@ -48,7 +51,8 @@ def _clamp(v: int, lo: int, hi: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def pointwise_config(xnumel: int) -> LaunchConfig:
-    xblock = _clamp(next_power_of_2(xnumel), 16, 1024)
+    per_program = 1 << max(0, (xnumel // MIN_PROGRAMS).bit_length() - 1)  # largest power of two <= xnumel / 128
+    xblock = min(_clamp(per_program, 256, 1024), _clamp(next_power_of_2(xnumel), 16, 1024))
     return LaunchConfig(xblock, 0, _clamp(xblock // 256, 1, 4))
 
 

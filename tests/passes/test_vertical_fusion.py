@@ -44,15 +44,93 @@ def test_pointwise_prologue_joins_the_reduction():
     assert "fusec.load %0[r + 32*x]" in print_ir(k)  # exp's load re-indexed into the reduction domain
 
 
-def test_broadcast_producer_is_declined_with_a_remark():
+def test_broadcast_producer_is_recomputed_in_its_reader():
     t, v = tensor_type("s0, 64"), tensor_type("64")
     module, notes = fuse(graph_text(f"%x : {t}, %w : {v}", t, f"""
     %w2 = fusec.pointwise "exp" %w : ({v}) -> {v}
     %y = fusec.pointwise "mul" %x, %w2 : ({t}, {v}) -> {t}
     fusec.output %y : {t}"""))
+    (k,) = kernels(module)
+    assert "fusec.load %1[mod(x, 64)]" in print_ir(k)  # exp's load re-indexed through the broadcast
+    assert not notes
+
+
+def test_broadcast_producer_read_by_two_kernels_goes_when_both_recompute_it():
+    t, v = tensor_type("s0, 64"), tensor_type("64, 1")
+    module, notes = fuse(graph_text(f"%x : {t}, %w : {v}", f"{t}, {t}", f"""
+    %w2 = fusec.pointwise "exp" %w : ({v}) -> {v}
+    %wr = fusec.reshape %w2 : {v} -> {tensor_type("64")}
+    %y = fusec.pointwise "mul" %x, %wr : ({t}, {tensor_type("64")}) -> {t}
+    %p = fusec.permute %x [1, 0] : {t} -> {tensor_type("64, s0")}
+    %q = fusec.pointwise "add" %p, %w2 : ({tensor_type("64, s0")}, {v}) -> {tensor_type("64, s0")}
+    %z = fusec.permute %q [1, 0] : {tensor_type("64, s0")} -> {t}
+    %o = fusec.pointwise "sin" %z : ({t}) -> {t}
+    fusec.output %y, %o : {t}, {t}"""))
+    assert all("exp" in k.sym_name.data for k in kernels(module)), [k.sym_name.data for k in kernels(module)]
+    assert not any(k.domain_exprs == [64] for k in kernels(module))  # the [64] kernel is gone
+    assert not notes
+
+
+def test_slices_of_a_producer_each_recompute_their_part():
+    t, b, q = tensor_type("4, 24"), tensor_type("24"), tensor_type("4, 8", )
+    qs = "!fusec.tensor<[4, 8], f32, strides [24, 1]>"
+    body = f"""
+    %a = fusec.pointwise "add" %x, %b : ({t}, {b}) -> {t}"""
+    for name, start in (("q", 0), ("k", 8), ("v", 16)):
+        body += f"""
+    %{name} = fusec.slice %a dim 1 start {start} step 1 : {t} -> {qs}
+    %{name}c = fusec.pointwise "neg" %{name} : ({qs}) -> {q}"""
+    body += f"""
+    fusec.output %qc, %kc, %vc : {q}, {q}, {q}"""
+    module, notes = fuse(graph_text(f"%x : {t}, %b : {b}", f"{q}, {q}, {q}", body), sizes=(1,))
+    assert [k.sym_name.data.rsplit("_", 1)[0] for k in kernels(module)] == ["fusec_poi_add_neg"] * 3
+    assert "fusec.load %1[mod(x, 8) + 16]" in print_ir(kernels(module)[2])
+    assert not notes
+
+
+def test_expensive_broadcast_is_declined_with_the_numbers():
+    # 48 chained exps over [64], read broadcast over [64, 1048576] by a kernel moving 2 bytes a point:
+    # the recomputed exps are compute-bound (they no longer hide behind memory traffic).
+    m, w, g = tensor_type("64, 1048576", "i1"), tensor_type("64, 1"), tensor_type("64, 1", "i1")
+    body = "".join(f"""
+    %e{i + 1} = fusec.pointwise "exp" %e{i} : ({w}) -> {w}""" for i in range(48)).replace("%e0 ", "%w ")
+    body += f"""
+    %c = fusec.constant 1.0 : {tensor_type("")}
+    %g = fusec.pointwise "gt" %e48, %c : ({w}, {tensor_type("")}) -> {g}
+    %y = fusec.pointwise "logical_and" %m, %g : ({m}, {g}) -> {m}
+    fusec.output %y : {m}"""
+    text = graph_text(f"%m : {m}, %w : {w}", m, body)
+    module, notes = fuse(text, sizes=())
     assert len(kernels(module)) == 2
-    assert [(n.code, n.message) for n in notes] == [("domain-mismatch", "[64] vs [64*s0]")]
-    assert notes[0].subjects == ("@fusec_poi_exp_0", "@fusec_poi_mul_1")
+    (note,) = notes
+    assert note.code == "recompute-cost"
+    assert "(51 ops a point): 3422548800 ops more" in note.message and "> max-recompute=1 x saving 128 B and a launch" in note.message
+    module, notes = fuse(text, sizes=(), max_recompute=4.0)
+    assert len(kernels(module)) == 1 and not notes
+
+
+def test_gathered_producer_is_recomputed_at_the_gathered_elements():
+    # One element per row of exp(x) * y: the gather recomputes it there instead of storing [s0, 10].
+    t, k, i = tensor_type("s0, 10"), tensor_type("s0, 1"), tensor_type("s0, 1", "i64")
+    module, notes = fuse(graph_text(f"%x : {t}, %y : {t}, %t : {i}", k, f"""
+    %e = fusec.pointwise "exp" %x : ({t}) -> {t}
+    %p = fusec.pointwise "mul" %e, %y : ({t}, {t}) -> {t}
+    %g = fusec.gather %p[%t] dim 1 : {t}, {i} -> {k}
+    fusec.output %g : {k}"""))
+    (kernel,) = kernels(module)
+    gathered = [op for op in kernel.block.ops if isinstance(op, F.LoadOp) and op.offset is not None]
+    assert len(gathered) == 2 and all(str(op.index.data) == "10*x" for op in gathered)  # x and y, at the target
+    assert not notes
+
+
+def test_gather_of_a_broadcasting_producer_is_declined():
+    t, k, i, v = tensor_type("s0, 10"), tensor_type("s0, 1"), tensor_type("s0, 1", "i64"), tensor_type("10")
+    module, notes = fuse(graph_text(f"%x : {t}, %w : {v}, %t : {i}", k, f"""
+    %p = fusec.pointwise "mul" %x, %w : ({t}, {v}) -> {t}
+    %g = fusec.gather %p[%t] dim 1 : {t}, {i} -> {k}
+    fusec.output %g : {k}"""))
+    assert len(kernels(module)) == 2
+    assert [n.code for n in notes] == ["indirect-load"]
 
 
 def test_transposed_read_is_reindexed():

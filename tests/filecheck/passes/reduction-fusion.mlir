@@ -58,7 +58,7 @@
 // EXPECT: fusec-opt: error: {{.*}}reduction-fusion.mlir:[[# @LINE + 45]]:3: pass 'expect-fused' failed: @outer_sum: expected at most 1 kernel launch, found 2: @fusec_red_sum_{{[0-9]+}}, @fusec_poi_add_{{[0-9]+}}
 // EXPECT-NEXT: {{^}}  fusec.graph @outer_sum(
 // EXPECT-NEXT: {{^  \^$}}
-// EXPECT-NEXT: remark: vertical-fusion: domain-mismatch
+// EXPECT-NEXT: remark: vertical-fusion: extern-producer
 // EXPECT: remark: reduction-fusion: index-mismatch
 
 // A reduction reading an extern's result takes its epilogue; the boundary with the
