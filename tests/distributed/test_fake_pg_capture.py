@@ -152,3 +152,38 @@ def test_no_combo_crosses_a_collective(fresh_dynamo, tmp_path):
         raise AssertionError(f"no op named with {word!r}")
 
     assert position("sin") < position("all_reduce") < position("wait_tensor") < position("cos")
+
+
+def coalesced_and_others(x, y):
+    a, b = fcol.all_reduce_coalesced([x * 2, y + 1], "sum", dist.group.WORLD)
+    c = fcol.all_to_all_single(x.relu(), None, None, dist.group.WORLD)
+    d = fcol.broadcast(y.sin(), 0, dist.group.WORLD)
+    return a + 1, b * 2, c, d
+
+
+def test_coalesced_all_to_all_and_broadcast_keep_their_order(fresh_dynamo, tmp_path):
+    torch.manual_seed(4)
+    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    out, graph_dir, log = compile_and_dump(coalesced_and_others, (x, y), tmp_path)
+    # The fake group leaves all_reduce's and broadcast's buffers as they are.
+    torch.testing.assert_close(out[0], x * 2 + 1)
+    torch.testing.assert_close(out[1], (y + 1) * 2)
+    torch.testing.assert_close(out[3], y.sin())
+    checks = """
+CHECK:      %[[A:[0-9]+]], %[[B:[0-9]+]] = fusec.extern "_c10d_functional.all_reduce_coalesced.default"([%{{.*}}, %{{.*}}], "sum", "0") {collective = "issue"}
+CHECK-NEXT: fusec.extern "_c10d_functional.wait_tensor.default"(%[[A]]) {collective = "wait"}
+CHECK-NEXT: fusec.extern "_c10d_functional.wait_tensor.default"(%[[B]]) {collective = "wait"}
+CHECK:      fusec.extern "_c10d_functional.all_to_all_single.default"
+CHECK-NEXT: fusec.extern "_c10d_functional.wait_tensor.default"
+CHECK:      fusec.extern "_c10d_functional.broadcast.default"
+CHECK-NEXT: fusec.extern "_c10d_functional.wait_tensor.default"
+"""
+    filecheck((graph_dir / "final.mlir").read_text(), checks, tmp_path)
+    assert sum(line.startswith("remark: importer: collective: ") for line in log) == 7, log
+    # Both inputs of the coalesced all_reduce are freed only after the second wait.
+    lines = [line.strip() for line in (graph_dir / "launcher.py").read_text().splitlines()]
+    issue = next(i for i, line in enumerate(lines) if "all_reduce_coalesced_default(" in line)
+    last_wait = max(i for i, line in enumerate(lines) if "wait_tensor_default(" in line and i < issue + 6)
+    for sent in re.search(r"all_reduce_coalesced_default\(\[([^\]]*)\]", lines[issue]).group(1).split(", "):
+        freed = next(i for i, line in enumerate(lines) if line.startswith("del ") and re.search(rf"\b{sent}\b", line))
+        assert freed > last_wait, (sent, lines[issue:freed + 1])
