@@ -61,7 +61,9 @@ def issuer(wait: Operation) -> F.ExternOp | None:
 def aliased_input(value: SSAValue) -> SSAValue | None:
     """The buffer a wait's result is (its input), else None."""
     op = value.owner
-    return op.operands[0] if kind(op) == WAIT and op.operands else None  # type: ignore[arg-type]
+    if isinstance(op, Operation) and kind(op) == WAIT and op.operands:
+        return op.operands[0]
+    return None
 
 
 def held_until(op: Operation) -> list[SSAValue]:
