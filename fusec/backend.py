@@ -214,8 +214,9 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
         def run(args: list) -> list:
             symbols = info.bind_symbols(args)
             tensors = info.tensor_inputs(args, symbols)
+            passed = {i: args[i] for i in info.passed_inputs}
             args.clear()  # let the inputs die as early as the graph allows
-            return info.assemble_outputs(list(execute(tensors)), symbols)
+            return info.assemble_outputs(list(execute(tensors)), symbols, passed)
     else:  # the common case, kept to a few list operations per call: no symbol is needed outside the graph
         taken = [i for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
         picked = [slot.index for slot in info.outputs]

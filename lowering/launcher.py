@@ -24,7 +24,7 @@ from typing import Protocol
 import sympy
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from fusec.analysis import heuristics
+from fusec.analysis import collectives, heuristics
 from fusec.analysis.bind_plan import InputMismatch, bind_plan
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
@@ -281,6 +281,9 @@ class _LauncherWriter:
         else:  # a tuple or list: pick the results out of it
             target_list = f"{outs[0]}," if len(outs) == 1 else ", ".join(outs)
             lines = [f"{target_list} = _pick_results({call}, {tuple(op.result_positions)!r})"] if outs else [call]
+        if collectives.kind(op) == collectives.ISSUE:
+            # Its buffers are in flight until the wait: no copy to another layout before then (the wait's result gets it).
+            return lines
         for name, r in zip(outs, op.outputs, strict=True):
             t = tensor_type_of(r)
             layout = self.shape_tuple(t.layout)
@@ -371,10 +374,11 @@ def _atom(e: sympy.Expr) -> str:
 
 
 def _graph_operands(op: Operation) -> list[SSAValue]:
-    """The graph values an op reads: for a combo, what its kernels read (it has no operands itself)."""
+    """The graph values an op reads: for a combo, what its kernels read (it has no operands itself);
+    a collective's wait also holds the collective's inputs, which must live until it."""
     if isinstance(op, F.ComboOp):
         return [v for k in op.kernels for v in k.operands]
-    return list(op.operands)
+    return list(op.operands) + collectives.held_until(op)
 
 
 def _graph_results(op: Operation) -> list[SSAValue]:

@@ -10,7 +10,8 @@ group of its own.  A group accepts a kernel when, in order of the checks (the re
 the first that fails):
 
 * ``dependence``: no dependence path (through kernels, externs, views, groups formed so far) links
-  the kernel to a member;
+  the kernel to a member, and no collective or wait (fusec.analysis.collectives) lies between them:
+  a combo stays between the same two collectives as its members;
 * ``reduction-length-class``: long reductions (rnumel hint > ``long-reduction-rnumel``) and short
   ones stay apart (``pointwise-reduction-mix`` when ``mix-pointwise-reductions`` is off);
 * ``limit-max-subkernels`` / ``limit-max-args``: at most ``max-subkernels`` members and
@@ -44,7 +45,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.analysis import timing
+from fusec.analysis import collectives, timing
 from fusec.analysis.cost_model import GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, parse_size_hints, resolve_size_hints
 from fusec.analysis.liveness import moment_bytes, op_step, provably_at_most
 from fusec.base import remarks
@@ -162,6 +163,8 @@ class _GraphGrouper:
             direct = [k.sym_name.data for k in _kernels(group) if self._linked(k, node.ops[0])]
             why = f"@{direct[0]}" if direct else f"the group {members} (through a dependence of another member)"
             return Refusal("dependence", f"a dependence path links it to {why}")
+        if (barrier := self._collective_between(group, node)) is not None:
+            return Refusal("dependence", f"the collective {barrier} lies between it and {members}: no combo crosses a collective")
         (cls,) = node.classes
         reductions = {c for c in group.classes | node.classes if c != "pointwise"}
         if len(reductions) > 1:
@@ -199,7 +202,25 @@ class _GraphGrouper:
                   if isinstance(v.owner, Operation) and id(v.owner) in node_of), default=-1)
         users = [graph_level(u.operation, self.graph) for op in merged.ops for r in op.results for u in r.uses]
         hi = min((where[id(node_of[id(u)])] for u in users if id(u) in node_of), default=len(reduced))
+        # The members lie between the same two collectives (see _try_join): so does the combo.
+        ordered = [i for i, n in enumerate(reduced) if any(collectives.is_ordered(op) for op in n.ops)]
+        pa = self.schedule.position[id(group)]
+        before = sum(1 for n in self.schedule.nodes[:pa] if any(collectives.is_ordered(op) for op in n.ops))
+        if before:
+            lo = max(lo, ordered[before - 1])
+        if before < len(ordered):
+            hi = min(hi, ordered[before])
         return (reduced, lo, hi) if lo < hi else None
+
+    def _collective_between(self, group: Node, node: Node) -> str | None:
+        """The target of a collective or wait between the two nodes' positions, if any."""
+        a, b = sorted((self.schedule.position[id(group)], self.schedule.position[id(node)]))
+        for n in self.schedule.nodes[a + 1:b]:
+            for op in n.ops:
+                if collectives.is_ordered(op):
+                    assert isinstance(op, F.ExternOp)
+                    return op.target.data
+        return None
 
     def _memory_safe_order(self, group: Node, node: Node, merged: Node, window) -> list[Node] | None:
         """The order with the merged node at a slot where peak memory cannot grow, or None.

@@ -19,6 +19,7 @@ this module does the mechanics:
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
+from fusec.analysis import collectives
 from fusec.base import remarks
 from fusec.base.remarks import describe
 from fusec.dialects import fusec as F
@@ -264,6 +266,9 @@ class Graph:
         ops = list(self.block.ops)
         pos = {op: i for i, op in enumerate(ops)}
         deps = {op: self.producers(op) for op in ops}
+        ordered = [op for op in ops if collectives.is_ordered(op)]
+        for earlier, later in itertools.pairwise(ordered):  # collectives keep the graph's order on every rank
+            deps[later] = {*deps[later], earlier}
         waiting = {op: len(d) for op, d in deps.items()}
         readers: dict[Operation, list[Operation]] = {op: [] for op in ops}
         for op, d in deps.items():

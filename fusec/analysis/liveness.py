@@ -5,7 +5,9 @@ the moment the op that allocates it (a kernel, an extern, a combo) runs to the
 last moment an op reads it; a view aliases its source, so reading the view reads
 the source.  Graph outputs stay live to the end; graph inputs belong to the
 caller and are live throughout.  Every buffer an op reads or allocates is live
-during that op (a combo's members all run at its one moment).
+during that op (a combo's members all run at its one moment).  A collective's wait
+returns the collective's buffer (an alias) and holds the collective's inputs alive
+until it runs (fusec.analysis.collectives).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis import collectives
 from fusec.analysis.cost_model import SizeHints, buffer_bytes, element_bytes, resolve_size_hints, storage_numel
 from fusec.base import shapes
 from fusec.dialects import fusec as F
@@ -33,6 +36,8 @@ def storage_root(value: SSAValue) -> SSAValue:
         elif isinstance(op, F.ComboOp):
             assert isinstance(value, OpResult)
             value = op.output_op.operands[value.index]
+        elif (waited := collectives.aliased_input(value)) is not None:
+            value = waited
         else:
             return value
 
@@ -55,8 +60,8 @@ def op_step(op: Operation) -> Step:
         allocates = frozenset(r for k in kernels for r in k.results)
         reads = frozenset(storage_root(v) for k in kernels for v in k.operands) - allocates
         return Step(allocates, reads)
-    reads = frozenset(storage_root(v) for v in op.operands)
-    if isinstance(op, VIEW_OPS) or isinstance(op, F.OutputOp):
+    reads = frozenset(storage_root(v) for v in [*op.operands, *collectives.held_until(op)])
+    if isinstance(op, VIEW_OPS) or isinstance(op, F.OutputOp) or collectives.kind(op) == collectives.WAIT:
         return Step(frozenset(), reads)
     return Step(frozenset(op.results), reads)
 

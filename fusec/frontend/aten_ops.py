@@ -26,6 +26,7 @@ import torch.fx
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from fusec.analysis import collectives
 from fusec.base import dtypes, remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph
@@ -76,6 +77,8 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
         lowering = TABLE.get(key) or TABLE.get(target._opname)
     else:
         lowering = TABLE.get(f"{target.namespace}.{key}")
+    if collectives.kind_of_target(target.namespace, target._opname) is not None:
+        return _collective(imp, node)
     elsewhere = _device_elsewhere(imp, node)
     if elsewhere is not None:
         # Kernels run on the graph's device; eager computes this op elsewhere (a factory op for the CPU,
@@ -109,6 +112,25 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
         op.detach()
         op.erase(safe_erase=False)
     return imp.extern(reason=reason)
+
+
+def _collective(imp: GraphBuilder, node: torch.fx.Node):
+    """A functional collective or its wait: an extern marked ordered, with a ``collective`` remark at the boundary."""
+    target = node.target
+    assert isinstance(target, torch._ops.OpOverload)
+    kind = collectives.kind_of_target(target.namespace, target._opname)
+    assert kind is not None
+    value = imp.extern()
+    op = imp.block.last_op
+    assert isinstance(op, F.ExternOp)
+    collectives.mark(op, kind)
+    name = f"{target._opname}.{target._overloadname}"
+    if kind == collectives.WAIT:
+        what = f"{name}: nothing reads the collective's buffer before this wait, and no fusion crosses it"
+    else:
+        what = f"{name} is issued here, in the graph's order; its buffers stay alive until its wait"
+    remarks.emit("importer", "collective", what, node.name)
+    return value
 
 
 def _device_elsewhere(imp: GraphBuilder, node: torch.fx.Node) -> torch.device | None:

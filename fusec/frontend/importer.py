@@ -59,8 +59,8 @@ class InputSlot:
 class OutputSlot:
     """One element of the FX graph's output: a graph output, a size expression or a Python value."""
 
-    kind: str  # "tensor" | "symint" | "value"
-    index: int = -1  # tensor: its position among fusec.output's operands
+    kind: str  # "tensor" | "symint" | "value" | "input"
+    index: int = -1  # tensor: its position among fusec.output's operands; input: the FX argument's position
     expr: sympy.Expr | None = None
     value: object = None
     dim_order: tuple[int, ...] | None = None  # tensor: eager's layout (outermost dim first) where dense, not row-major
@@ -122,14 +122,21 @@ class ImportInfo:
         scalars = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "symint"]
         return self.plan.bind(tensors, scalars, check=False)  # the executor checks the tensors (or Dynamo's guards do)
 
-    def assemble_outputs(self, tensors: Sequence[torch.Tensor], env: dict[str, int]) -> list:
-        """The FX graph's outputs from the graph's output tensors (and the symbol values)."""
+    @property
+    def passed_inputs(self) -> tuple[int, ...]:
+        """Positions of FX arguments returned as they are (an opaque object: a process group saved for the backward)."""
+        return tuple(slot.index for slot in self.outputs if slot.kind == "input")
+
+    def assemble_outputs(self, tensors: Sequence[torch.Tensor], env: dict[str, int], passed: dict[int, object] | None = None) -> list:
+        """The FX graph's outputs from the graph's output tensors (and the symbol values, the ``passed_inputs``)."""
         out: list = []
         for slot in self.outputs:
             if slot.kind == "tensor":
                 out.append(in_dim_order(tensors[slot.index], slot.dim_order) if slot.dim_order else tensors[slot.index])
             elif slot.kind == "symint":
                 out.append(shapes.evaluate(slot.expr, env))
+            elif slot.kind == "input":
+                out.append((passed or {})[slot.index])
             else:
                 out.append(slot.value)
         return out
@@ -171,6 +178,13 @@ def in_dim_order(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     return torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).copy_(t)
 
 
+def _is_opaque(value) -> bool:
+    """A TorchScript object (real or fake): a process group a collective names, passed through untouched."""
+    from torch._library.fake_class_registry import FakeScriptObject
+
+    return isinstance(value, (torch.ScriptObject, FakeScriptObject))
+
+
 def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, name: str = "graph") -> tuple[ModuleOp, ImportInfo]:
     """Import an aten FX graph; raises UnsupportedGraph only for what the IR cannot express."""
     return GraphImporter(gm, example_inputs, name).run()
@@ -194,6 +208,7 @@ class GraphImporter(GraphBuilder):
         self.name = name
         self.example_inputs = list(example_inputs)
         self.slots: list[InputSlot] = []
+        self._placeholders: list[torch.fx.Node] = []
         self.constants: list[torch.Tensor] = []
         self.constants_stay: list[bool] = []
 
@@ -203,7 +218,7 @@ class GraphImporter(GraphBuilder):
         _ensure_meta(self.gm, self.example_inputs)
         self.device = _graph_device(self.gm)
         self.shape_env = _find_shape_env(self.gm, self.example_inputs)
-        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        placeholders = self._placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         for i, node in enumerate(placeholders):
             self.at(node)
             self._placeholder(node, self.example_inputs[i] if i < len(self.example_inputs) else None)
@@ -303,6 +318,8 @@ class GraphImporter(GraphBuilder):
                 slots.append(OutputSlot("symint", expr=v))
             elif v is None or isinstance(v, (bool, int, float)):
                 slots.append(OutputSlot("value", value=v))
+            elif isinstance(r, torch.fx.Node) and r.op == "placeholder" and _is_opaque(v):
+                slots.append(OutputSlot("input", index=self._placeholders.index(r)))
             else:
                 raise UnsupportedGraph(f"graph output {r} is a {type(v).__name__}")
         return slots
