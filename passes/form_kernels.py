@@ -19,7 +19,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from fusec.base import shapes
 from fusec.dialects import fusec as F
@@ -198,5 +204,5 @@ class FormKernels(ModulePass):
         # Index ops folded like views where read by kernels; those an extern or the output reads become kernels.
         PatternRewriteWalker(WrapInKernel(namer, fold=False), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(MaterializeConstant(namer), apply_recursively=False).rewrite_module(op)
-        # Index arithmetic that fed only what was materialised just now.
-        PatternRewriteWalker(EraseDeadIota(), walk_reverse=True).rewrite_module(op)
+        # Index arithmetic (and its constants) that fed only what was materialised just now.
+        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True).rewrite_module(op)

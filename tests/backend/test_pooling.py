@@ -1,0 +1,127 @@
+"""max_pool2d and avg_pool2d, forward and backward, lowered natively (``fusec/frontend/pooling.py``).
+
+Values, indices and gradients against eager over kernel/stride/padding/dilation/ceil_mode
+combinations, static and ``dynamic=True``; each pooling is one kernel with no extern.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as Fn
+
+from fusec.base import remarks
+
+# A graph that fell back to eager would match eager trivially: fail instead.
+pytestmark = [pytest.mark.usefixtures("fresh_dynamo"),  # tests/conftest.py
+              pytest.mark.filterwarnings("error:fusec. graph .* runs with torch")]
+
+# (kernel, stride, padding, dilation, ceil_mode) on a 9x8 plane
+MAX_CASES = [(3, 2, 1, 1, False), (2, 2, 0, 1, False), (3, 2, 1, 1, True), (3, 1, 1, 2, False),
+             ((3, 2), (2, 1), (1, 0), 1, True), (2, 3, 1, (2, 1), True)]
+AVG_CASES = [(3, 2, 1, False, True, None), (3, 2, 1, True, False, None), (2, 2, 0, False, True, None),
+             ((3, 2), (2, 1), (1, 1), True, True, None), (3, 2, 1, False, True, 5)]
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _compiled_with_log(fn, dynamic):
+    compiled = torch.compile(fn, backend="fusec", dynamic=dynamic)
+
+    def run(*args):
+        with remarks.collect() as log:
+            return compiled(*args), log
+
+    return run
+
+
+def _no_extern(log):
+    externs = [r for r in log.remarks if r.pass_name == "importer"]
+    assert not externs, log.text()
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("case", MAX_CASES, ids=str)
+def test_max_pool_values_and_indices(case, dynamic):
+    k, s, p, d, c = case
+    fn = lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c, return_indices=True)  # noqa: E731
+    run = _compiled_with_log(fn, dynamic)
+    x = _x(2, 3, 9, 8)
+    x[0, 0, 2, 3] = float("nan")  # NaN wins its windows, like eager
+    x[1, 2, :3, :3] = float("-inf")  # a window of -inf points at its first element inside the input
+    x[1, 1, 4, :] = x[1, 1, 5, :]  # ties: the first maximum in window order
+    (values, indices), log = run(x)
+    expected, expected_indices = fn(x)
+    torch.testing.assert_close(values, expected, equal_nan=True)
+    assert torch.equal(indices, expected_indices)
+    _no_extern(log)
+    if dynamic:  # another size through the same compiled graph
+        y = _x(1, 2, 11, 7, seed=1)
+        (values, indices), _ = run(y)
+        torch.testing.assert_close(values, fn(y)[0])
+        assert torch.equal(indices, fn(y)[1])
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("case", AVG_CASES, ids=str)
+def test_avg_pool_values(case, dynamic):
+    k, s, p, c, include_pad, divisor = case
+    fn = lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor)  # noqa: E731
+    run = _compiled_with_log(fn, dynamic)
+    x = _x(2, 3, 9, 8)
+    got, log = run(x)
+    torch.testing.assert_close(got, fn(x))
+    _no_extern(log)
+
+
+def _grads(fn, x, dynamic):
+    eager, compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weight = _x(*fn(x).shape, seed=3)  # a gradient that is not all ones
+    (fn(eager) * weight).sum().backward()
+    with remarks.collect() as log:
+        (torch.compile(fn, backend="fusec", dynamic=dynamic)(compiled) * weight).sum().backward()
+    torch.testing.assert_close(compiled.grad, eager.grad)
+    _no_extern(log)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("case", MAX_CASES[:4], ids=str)
+def test_max_pool_gradients(case, dynamic):
+    k, s, p, d, c = case
+    x = _x(2, 2, 9, 8)
+    x[0, 1, 3:5, 2:4] = 0.5  # ties: the gradient goes to the first maximum only
+    _grads(lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c), x, dynamic)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("case", AVG_CASES[:2] + AVG_CASES[4:], ids=str)
+def test_avg_pool_gradients(case, dynamic):
+    k, s, p, c, include_pad, divisor = case
+    _grads(lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor), _x(2, 2, 9, 8), dynamic)
+
+
+def test_max_pool_is_one_kernel_fused_with_its_producer(tmp_path):
+    """relu then max_pool: one pointwise kernel, reading the input through clamped window indices."""
+    fn = lambda x: Fn.max_pool2d(torch.relu(x) * 2, 3, 2, 1)  # noqa: E731
+    compiled = torch.compile(fn, backend="fusec", options={"dump_dir": str(tmp_path)})
+    x = _x(2, 3, 9, 8)
+    torch.testing.assert_close(compiled(x), fn(x))
+    (graph,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    final = sorted(graph.glob("*schedule-kernels.mlir"))[-1].read_text()
+    assert final.count("fusec.kernel @") == 1, final
+    assert "fusec.extern" not in final and "gather" not in final
+    assert "max(" in final or "Max(" in final or "min(" in final, final  # the clamped window read is a load index
+
+
+def test_arange_folds_into_its_reader(tmp_path):
+    fn = lambda x: x * torch.arange(x.shape[-1], dtype=x.dtype) + torch.arange(2, 2 + 3 * x.shape[0], 3)[:, None]  # noqa: E731
+    compiled = torch.compile(fn, backend="fusec", dynamic=True, options={"dump_dir": str(tmp_path)})
+    x = _x(3, 5)
+    torch.testing.assert_close(compiled(x), fn(x))
+    y = _x(4, 6, seed=2)
+    torch.testing.assert_close(compiled(y), fn(y))
+    (graph,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    final = sorted(graph.glob("*schedule-kernels.mlir"))[-1].read_text()
+    assert final.count("fusec.kernel @") == 1 and "fusec.extern" not in final, final
