@@ -42,8 +42,15 @@ def _no_extern(log):
     assert not externs, log.text()
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("case", MAX_CASES, ids=str)
+def _combos(cases, dynamic_cases):
+    """Every case static; the first ``dynamic_cases`` of them also dynamic.  Each compile costs 5-15 s under
+    the Triton interpreter, so all but the first static case are marked slow."""
+    slow = pytest.mark.slow
+    return [pytest.param(c, False, id=f"static-{c}", marks=() if i == 0 else slow) for i, c in enumerate(cases)] + [
+        pytest.param(c, True, id=f"dynamic-{c}", marks=slow) for c in cases[:dynamic_cases]]
+
+
+@pytest.mark.parametrize(("case", "dynamic"), _combos(MAX_CASES, 2))
 def test_max_pool_values_and_indices(case, dynamic):
     k, s, p, d, c = case
     fn = lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c, return_indices=True)  # noqa: E731
@@ -64,8 +71,7 @@ def test_max_pool_values_and_indices(case, dynamic):
         assert torch.equal(indices, fn(y)[1])
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("case", AVG_CASES, ids=str)
+@pytest.mark.parametrize(("case", "dynamic"), _combos(AVG_CASES, 1))
 def test_avg_pool_values(case, dynamic):
     k, s, p, c, include_pad, divisor = case
     fn = lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor)  # noqa: E731
@@ -86,8 +92,7 @@ def _grads(fn, x, dynamic):
     _no_extern(log)
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("case", MAX_CASES[:4], ids=str)
+@pytest.mark.parametrize(("case", "dynamic"), _combos(MAX_CASES[:4], 1))
 def test_max_pool_gradients(case, dynamic):
     k, s, p, d, c = case
     x = _x(2, 2, 9, 8)
@@ -95,16 +100,15 @@ def test_max_pool_gradients(case, dynamic):
     _grads(lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c), x, dynamic)
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("case", AVG_CASES[:2] + AVG_CASES[4:], ids=str)
+@pytest.mark.parametrize(("case", "dynamic"), _combos(AVG_CASES[:2] + AVG_CASES[4:], 1))
 def test_avg_pool_gradients(case, dynamic):
     k, s, p, c, include_pad, divisor = case
     _grads(lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor), _x(2, 2, 9, 8), dynamic)
 
 
-def test_max_pool_is_one_kernel_fused_with_its_producer(tmp_path):
-    """relu then max_pool: one pointwise kernel, reading the input through clamped window indices."""
-    fn = lambda x: Fn.max_pool2d(torch.relu(x) * 2, 3, 2, 1)  # noqa: E731
+def test_max_pool_is_one_kernel_fused_with_its_consumer(tmp_path):
+    """max_pool then relu: one pointwise kernel, reading the input through clamped window indices."""
+    fn = lambda x: Fn.max_pool2d(x, 3, 2, 1).relu() * 2  # noqa: E731
     compiled = torch.compile(fn, backend="fusec", options={"dump_dir": str(tmp_path)})
     x = _x(2, 3, 9, 8)
     torch.testing.assert_close(compiled(x), fn(x))
