@@ -57,8 +57,10 @@ def _offsets(geometry):
 
 
 def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    if not x.is_floating_point():
+    if x.dtype == torch.bool:
         return NotImplemented
+    floating = x.is_floating_point()
+    lowest = float("-inf") if floating else torch.iinfo(x.dtype).min
     geometry = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode)
     width = x.shape[-1]
     # eager starts each window at its first element inside the input, at -inf, then takes any strictly
@@ -69,11 +71,11 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     for offset in _offsets(geometry):
         value, valid, _ = _window_reads(x, geometry, offset)
         rows, cols = (_window_positions(g, o, x.device) for g, o in zip(geometry, offset, strict=True))
-        value = torch.where(valid, value, float("-inf"))
+        value = torch.where(valid, value, lowest)
         if best is None:
             best = value
             continue
-        take = (value > best) | torch.isnan(value)
+        take = (value > best) | torch.isnan(value) if floating else value > best
         best = torch.where(take, value, best)
         index = torch.where(take, rows[:, None] * width + cols[None, :], index)
     return best, index.expand(best.shape).contiguous()
@@ -119,7 +121,7 @@ def _windows_covering(grad_output, per_window, geometry, offset, device):
 
 
 def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
-    if not x.is_floating_point():
+    if not x.is_floating_point():  # eager divides integers its own way: left to torch (an extern, with a remark)
         return NotImplemented
     geometry = _geometry(x, kernel_size, stride, padding, 1, ceil_mode)
     total = None

@@ -10,8 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as Fn
 
-from fusec.base import remarks
-
 # A graph that fell back to eager would match eager trivially: fail instead.
 pytestmark = [pytest.mark.usefixtures("fresh_dynamo"),  # tests/conftest.py
               pytest.mark.filterwarnings("error:fusec. graph .* runs with torch")]
@@ -27,19 +25,19 @@ def _x(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def _compiled_with_log(fn, dynamic):
-    compiled = torch.compile(fn, backend="fusec", dynamic=dynamic)
-
-    def run(*args):
-        with remarks.collect() as log:
-            return compiled(*args), log
-
-    return run
+def _compile(fn, dynamic, dump):
+    return torch.compile(fn, backend="fusec", dynamic=dynamic, options={"dump_dir": str(dump)})
 
 
-def _no_extern(log):
-    externs = [r for r in log.remarks if r.pass_name == "importer"]
-    assert not externs, log.text()
+def _remarks(dump) -> str:
+    """Every compiled graph's remarks (forward and backward), from the dump folder."""
+    return "".join(p.read_text() for p in sorted(dump.glob("*/remarks.txt")))
+
+
+def _no_extern(dump):
+    text = _remarks(dump)
+    assert "fusec.extern" not in "".join(p.read_text() for p in dump.glob("*/imported.mlir")), text
+    assert "importer:" not in text, text
 
 
 def _combos(cases, dynamic_cases):
@@ -51,59 +49,57 @@ def _combos(cases, dynamic_cases):
 
 
 @pytest.mark.parametrize(("case", "dynamic"), _combos(MAX_CASES, 2))
-def test_max_pool_values_and_indices(case, dynamic):
+def test_max_pool_values_and_indices(case, dynamic, tmp_path):
     k, s, p, d, c = case
     fn = lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c, return_indices=True)  # noqa: E731
-    run = _compiled_with_log(fn, dynamic)
+    run = _compile(fn, dynamic, tmp_path)
     x = _x(2, 3, 9, 8)
     x[0, 0, 2, 3] = float("nan")  # NaN wins its windows, like eager
     x[1, 2, :3, :3] = float("-inf")  # a window of -inf points at its first element inside the input
     x[1, 1, 4, :] = x[1, 1, 5, :]  # ties: the first maximum in window order
-    (values, indices), log = run(x)
+    values, indices = run(x)
     expected, expected_indices = fn(x)
     torch.testing.assert_close(values, expected, equal_nan=True)
     assert torch.equal(indices, expected_indices)
-    _no_extern(log)
+    _no_extern(tmp_path)
     if dynamic:  # another size through the same compiled graph
         y = _x(1, 2, 11, 7, seed=1)
-        (values, indices), _ = run(y)
+        values, indices = run(y)
         torch.testing.assert_close(values, fn(y)[0])
         assert torch.equal(indices, fn(y)[1])
 
 
 @pytest.mark.parametrize(("case", "dynamic"), _combos(AVG_CASES, 1))
-def test_avg_pool_values(case, dynamic):
+def test_avg_pool_values(case, dynamic, tmp_path):
     k, s, p, c, include_pad, divisor = case
     fn = lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor)  # noqa: E731
-    run = _compiled_with_log(fn, dynamic)
     x = _x(2, 3, 9, 8)
-    got, log = run(x)
-    torch.testing.assert_close(got, fn(x))
-    _no_extern(log)
+    torch.testing.assert_close(_compile(fn, dynamic, tmp_path)(x), fn(x))
+    _no_extern(tmp_path)
 
 
-def _grads(fn, x, dynamic):
+def _grads(fn, x, dynamic, dump):
     eager, compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
     weight = _x(*fn(x).shape, seed=3)  # a gradient that is not all ones
     (fn(eager) * weight).sum().backward()
-    with remarks.collect() as log:
-        (torch.compile(fn, backend="fusec", dynamic=dynamic)(compiled) * weight).sum().backward()
+    (_compile(fn, dynamic, dump)(compiled) * weight).sum().backward()
     torch.testing.assert_close(compiled.grad, eager.grad)
-    _no_extern(log)
+    assert len(list(dump.glob("*/imported.mlir"))) == 2  # forward and backward graphs, both native
+    _no_extern(dump)
 
 
 @pytest.mark.parametrize(("case", "dynamic"), _combos(MAX_CASES[:4], 1))
-def test_max_pool_gradients(case, dynamic):
+def test_max_pool_gradients(case, dynamic, tmp_path):
     k, s, p, d, c = case
     x = _x(2, 2, 9, 8)
     x[0, 1, 3:5, 2:4] = 0.5  # ties: the gradient goes to the first maximum only
-    _grads(lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c), x, dynamic)
+    _grads(lambda x: Fn.max_pool2d(x, k, s, p, d, ceil_mode=c), x, dynamic, tmp_path)
 
 
 @pytest.mark.parametrize(("case", "dynamic"), _combos(AVG_CASES[:2] + AVG_CASES[4:], 1))
-def test_avg_pool_gradients(case, dynamic):
+def test_avg_pool_gradients(case, dynamic, tmp_path):
     k, s, p, c, include_pad, divisor = case
-    _grads(lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor), _x(2, 2, 9, 8), dynamic)
+    _grads(lambda x: Fn.avg_pool2d(x, k, s, p, c, include_pad, divisor), _x(2, 2, 9, 8), dynamic, tmp_path)
 
 
 def test_max_pool_is_one_kernel_fused_with_its_consumer(tmp_path):
@@ -129,3 +125,15 @@ def test_arange_folds_into_its_reader(tmp_path):
     (graph,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     final = sorted(graph.glob("*schedule-kernels.mlir"))[-1].read_text()
     assert final.count("fusec.kernel @") == 1 and "fusec.extern" not in final, final
+
+
+def test_integer_max_pool_is_native_and_integer_avg_pool_declines(tmp_path):
+    """max_pool2d on int64 starts windows at the dtype's lowest value; avg_pool2d on integers stays a torch
+    call (eager's integer division), with a remark naming it."""
+    x = torch.randint(-50, 50, (2, 3, 7, 6), generator=torch.Generator().manual_seed(5))
+    fn = lambda x: (*Fn.max_pool2d(x, 3, 2, 1, return_indices=True), Fn.avg_pool2d(x, 2))  # noqa: E731
+    got = _compile(fn, False, tmp_path)(x)
+    for g, e in zip(got, fn(x), strict=True):
+        assert g.dtype == e.dtype and torch.equal(g, e)
+    declined = [line for line in _remarks(tmp_path).splitlines() if "importer:" in line]
+    assert len(declined) == 1 and "extern-fallback: aten.avg_pool2d" in declined[0], declined
