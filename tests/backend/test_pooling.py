@@ -137,3 +137,25 @@ def test_integer_max_pool_is_native_and_integer_avg_pool_declines(tmp_path):
         assert g.dtype == e.dtype and torch.equal(g, e)
     declined = [line for line in _remarks(tmp_path).splitlines() if "importer:" in line]
     assert len(declined) == 1 and "extern-fallback: aten.avg_pool2d" in declined[0], declined
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_pooling_on_gpu(dynamic, tmp_path):
+    """ResNet's stem pooling (3, 2, 1) and an avg pool, values, indices and gradients, compiled Triton."""
+    x = _x(4, 64, 56, 57).cuda()
+
+    def fn(x):
+        values, indices = Fn.max_pool2d(x, 3, 2, 1, return_indices=True)
+        return values + Fn.avg_pool2d(x, 3, 2, 1, ceil_mode=True)[..., :28, :], indices
+
+    eager, compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (e_values, e_indices), (c_values, c_indices) = fn(eager), _compile(fn, dynamic, tmp_path)(compiled)
+    torch.testing.assert_close(c_values, e_values)
+    assert torch.equal(c_indices, e_indices)
+    weight = torch.randn_like(e_values)
+    (e_values * weight).sum().backward()
+    (c_values * weight).sum().backward()
+    torch.testing.assert_close(compiled.grad, eager.grad)
+    _no_extern(tmp_path)
