@@ -24,6 +24,12 @@ import torch
 from torch._meta_registrations import pooling_output_shape
 
 
+def _symbolic(x) -> bool:
+    """A symbolic plane size: left to torch for now (an extern, with a remark), because simplifying the
+    clamped window indices over symbolic sizes (``passes/kernel_index.py``) does not finish in time."""
+    return not all(isinstance(d, int) for d in x.shape[-2:])
+
+
 def _pair(v, default=None) -> tuple:
     if v is None or (not isinstance(v, int) and len(v) == 0):
         return default
@@ -57,7 +63,7 @@ def _offsets(geometry):
 
 
 def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    if x.dtype == torch.bool:
+    if x.dtype == torch.bool or _symbolic(x):
         return NotImplemented
     floating = x.is_floating_point()
     lowest = float("-inf") if floating else torch.iinfo(x.dtype).min
@@ -94,6 +100,8 @@ def _first_inside(geometry, device):
 
 
 def max_pool2d_with_indices_backward(grad_output, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    if _symbolic(x):
+        return NotImplemented
     geometry = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode)
     height, width = x.shape[-2], x.shape[-1]
     here = (torch.arange(height, device=x.device)[:, None] * width + torch.arange(width, device=x.device)[None, :])
@@ -121,7 +129,7 @@ def _windows_covering(grad_output, per_window, geometry, offset, device):
 
 
 def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
-    if not x.is_floating_point():  # eager divides integers its own way: left to torch (an extern, with a remark)
+    if not x.is_floating_point() or _symbolic(x):  # eager divides integers its own way: left to torch
         return NotImplemented
     geometry = _geometry(x, kernel_size, stride, padding, 1, ceil_mode)
     total = None
@@ -133,6 +141,8 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
 
 
 def avg_pool2d_backward(grad_output, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    if _symbolic(x):
+        return NotImplemented
     geometry = _geometry(x, kernel_size, stride, padding, 1, ceil_mode)
     scaled = grad_output / _divisors(geometry, count_include_pad, divisor_override, x.device)
     grad = None
