@@ -225,6 +225,10 @@ class PointwiseOp(IRDLOperation):
             raise VerifyException(f"fusec.pointwise \"{fn}\": result must be i1, got {element_of(out)}")
         if fn == "where" and element_of(self.inputs[0].type) != BOOL:
             raise VerifyException("fusec.pointwise \"where\": condition must be i1")
+        if fn == "iota":
+            if not isinstance(out, TensorType) or out.rank != 1 or out.element_type not in (I64, I32):
+                raise VerifyException(f"fusec.pointwise \"iota\": result must be a 1-D i64 or i32 tensor, got {out}")
+            return
         if isinstance(out, TensorType):
             types = [checked_tensor_type(self, v, "operand") for v in self.inputs]
             shape = broadcast_types(types)

@@ -29,6 +29,9 @@ POINTWISE_FUNCTIONS: dict[str, int] = {
                      "relu", "logical_not", "bitwise_not", "isnan", "isinf", "convert", "identity",
                      "asin", "acos", "atan", "sinh", "cosh", "erfc", "signbit"], 1),
     "where": 3,
+    # iota: element i of a 1-D result is i (``arange``'s core).  It exists at graph level only:
+    # form-kernels folds it into its readers as the index expression itself (a fusec.symbolic over x).
+    "iota": 0,
 }
 PREDICATES = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and", "logical_or", "logical_not", "signbit"}
 REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")

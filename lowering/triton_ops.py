@@ -188,7 +188,8 @@ BINARY = {
     "ge": lambda a, b, t: f"{a} >= {b}",
 }
 
-assert set(UNARY) | set(BINARY) | {"convert", "where"} == set(F.POINTWISE_FUNCTIONS), "every pointwise function needs Triton code"
+# iota never reaches a kernel: form-kernels folds it into a fusec.symbolic over x.
+assert set(UNARY) | set(BINARY) | {"convert", "where", "iota"} == set(F.POINTWISE_FUNCTIONS), "every pointwise function needs Triton code"
 
 
 def pointwise_code(fn: str, args: list[str], dtype: str) -> str:

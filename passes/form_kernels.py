@@ -21,12 +21,18 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
-from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index
+from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index, folds_as_view, is_iota
 from fusec.passes.kernel_index import domain_upper
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
@@ -118,8 +124,8 @@ def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
     return kb.finish(name, [shapes.numel(out.dims)])
 
 
-def materialize_kernel(op: F.ConstantOp | F.SymbolicOp, name: str) -> F.KernelOp:
-    """A constant or symbolic value that an extern or the output needs as a real tensor."""
+def materialize_kernel(op: F.ConstantOp | F.SymbolicOp | F.PointwiseOp, name: str) -> F.KernelOp:
+    """A constant, symbolic value or iota that an extern or the output needs as a real tensor."""
     out = tensor_type_of(op.result).contiguous()
     kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     kb.store(kb.element(op.result, shapes.flat_to_dims(X, out.dims)), out, X)
@@ -144,10 +150,13 @@ class WrapInKernel(RewritePattern):
     """Replaces one computing graph op by a kernel that computes it."""
 
     namer: KernelNamer
+    fold: bool = True  # leave index ops with index-arithmetic indices to their readers (they fold like views)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if not self.fold and not folds_as_view(op):
+            return
         build = BUILDERS.get(type(op))
-        if build is None or isinstance(op.parent_op(), F.KernelOp):
+        if build is None or isinstance(op.parent_op(), F.KernelOp) or is_iota(op) or (folds_as_view(op) and self.fold):
             return
         kernel = build(op, self.namer(*_fn_name(op)))
         for element_op in kernel.body.walk():  # the FX node and source line each element op computes (fusec-report)
@@ -162,9 +171,11 @@ class MaterializeConstant(RewritePattern):
     namer: KernelNamer
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, (F.ConstantOp, F.SymbolicOp)) or not isinstance(op.parent_op(), F.GraphOp) or not op.result.uses:
+        if not (isinstance(op, (F.ConstantOp, F.SymbolicOp)) or is_iota(op)) or not isinstance(op.parent_op(), F.GraphOp) \
+                or all(is_iota(u.operation) for u in op.result.uses):  # unused, or folds into index arithmetic
             return
-        kernel = materialize_kernel(op, self.namer("poi", "full" if isinstance(op, F.ConstantOp) else "symbolic"))
+        what = "full" if isinstance(op, F.ConstantOp) else "symbolic" if isinstance(op, F.SymbolicOp) else "iota"
+        kernel = materialize_kernel(op, self.namer("poi", what))
         rewriter.replace(op, kernel)
 
 
@@ -179,6 +190,15 @@ class EraseDeadView(RewritePattern):
             rewriter.erase(op)
 
 
+@dataclass
+class EraseDeadIota(RewritePattern):
+    """Index arithmetic (an iota, an index op by one) whose readers all folded it into their load indices."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if (is_iota(op) or folds_as_view(op)) and not op.result.uses and isinstance(op.parent_op(), F.GraphOp):
+            rewriter.erase(op)
+
+
 @dataclass(frozen=True)
 class FormKernels(ModulePass):
     """Wraps every pointwise, reduce, cat, index and gather op into its own fusec.kernel (no options)."""
@@ -188,5 +208,9 @@ class FormKernels(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         namer = KernelNamer(op)
         PatternRewriteWalker(WrapInKernel(namer), apply_recursively=False).rewrite_module(op)
-        PatternRewriteWalker(EraseDeadView(), walk_reverse=True).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True).rewrite_module(op)
+        # Index ops folded like views where read by kernels; those an extern or the output reads become kernels.
+        PatternRewriteWalker(WrapInKernel(namer, fold=False), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(MaterializeConstant(namer), apply_recursively=False).rewrite_module(op)
+        # Index arithmetic (and its constants) that fed only what was materialised just now.
+        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True).rewrite_module(op)

@@ -50,15 +50,76 @@ def view_source(value: SSAValue, idx: Sequence[sympy.Expr], upper: Upper | None 
         elif isinstance(op, F.SliceOp):
             d = op.dim.data
             idx[d] = op.start.data + op.step.data * idx[d]
+        elif isinstance(op, F.IndexOp) and (e := folded_index(op, idx[op.dim.data])) is not None:
+            idx[op.dim.data] = e
         else:
             return value, idx
         value = op.input
+
+
+# Index arithmetic a load index can say: the pointwise functions over integers that sympy spells.
+_INDEX_FUNCTIONS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "maximum": sympy.Max, "minimum": sympy.Min, "convert": lambda a: a, "identity": lambda a: a,
+}
+_NONNEGATIVE_FUNCTIONS = {"floordiv": shapes.FloorDiv, "remainder": sympy.Mod}  # sympy's forms assume these
+
+
+def index_expr(value: SSAValue, idx: Sequence[sympy.Expr]) -> sympy.Expr | None:
+    """Element ``idx`` of an integer index-arithmetic tensor (see ``is_iota``) as a sympy expression, or None."""
+    source, idx = view_source(value, idx)
+    owner = source.owner
+    if isinstance(owner, F.SymbolicOp):
+        return owner.expr.data
+    if isinstance(owner, F.ConstantOp):
+        v = owner.value.data
+        return sympy.Integer(v) if isinstance(v, int) and not isinstance(v, bool) else None
+    if not is_iota(owner) or owner.result.type.element_type not in (F.I64, F.I32):
+        return None
+    fn = owner.fn.data
+    if fn == "iota":
+        return idx[0]
+    spell = _INDEX_FUNCTIONS.get(fn) or _NONNEGATIVE_FUNCTIONS.get(fn)
+    if spell is None:
+        return None
+    args = [index_expr(v, broadcast_index(v.type, owner.result.type.dims, idx)) for v in owner.inputs]
+    if any(a is None for a in args) or (fn in _NONNEGATIVE_FUNCTIONS and not all(a.is_nonnegative for a in args)):
+        return None
+    return spell(*args)
+
+
+_PROBE = sympy.Symbol("probe_", integer=True, nonnegative=True)
+
+
+def folded_index(op: F.IndexOp, i: sympy.Expr) -> sympy.Expr | None:
+    """``input[index[i]]`` as a view when the index is index arithmetic provably >= 0 (no wrap-around)."""
+    if op.index.type.rank != 1:
+        return None
+    e = index_expr(op.index, [_PROBE])
+    return e.subs(_PROBE, i) if e is not None and e.is_nonnegative else None
+
+
+def folds_as_view(op) -> bool:
+    """An index op that readers fold into their load indices, like a view."""
+    return isinstance(op, F.IndexOp) and folded_index(op, _PROBE) is not None
 
 
 def broadcast_index(value_type: F.TensorType, out_dims: Sequence[sympy.Expr], idx: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     """Indices of a broadcast operand: trailing dims aligned, size-1 dims read at 0."""
     lead = len(out_dims) - value_type.rank
     return [sympy.Integer(0) if d == 1 and out_dims[lead + k] != 1 else idx[lead + k] for k, d in enumerate(value_type.dims)]
+
+
+def is_iota(op) -> bool:
+    """Index arithmetic: a graph-level ``fusec.pointwise "iota"``, or pointwise ops over iotas, constants
+    and symbolic values only (``arange``'s ``start + step * iota``).  Like a constant it moves no memory,
+    so it folds into each reader, recomputed there, and never becomes a kernel of its own."""
+    if not isinstance(op, F.PointwiseOp) or not isinstance(op.result.type, F.TensorType):
+        return False
+    if op.fn.data == "iota":
+        return True
+    sources = [view_source(v, [sympy.Integer(0)] * v.type.rank)[0].owner for v in op.inputs]
+    return any(is_iota(s) for s in sources) and all(isinstance(s, (F.ConstantOp, F.SymbolicOp)) or is_iota(s) for s in sources)
 
 
 def storage_offset(t: F.TensorType, idx: Sequence[sympy.Expr], upper: Upper | None = None) -> sympy.Expr:
@@ -110,6 +171,19 @@ class KernelBuilder:
             return self.constant(owner.value.data, tensor_type_of(owner.result).element_type)
         if isinstance(owner, F.SymbolicOp):
             return self.symbolic(owner.expr.data, tensor_type_of(owner.result).element_type)
+        if is_iota(owner):
+            if owner.fn.data == "iota":  # element i is i: the index itself
+                return self.symbolic(idx[0], tensor_type_of(owner.result).element_type)
+            et = tensor_type_of(owner.result).element_type
+            e = index_expr(source, idx)
+            if e is not None:  # integer arithmetic on the index: one expression
+                return self.symbolic(e, et)
+            dims = tensor_type_of(owner.result).dims
+            args = [self.element(v, broadcast_index(tensor_type_of(v), dims, idx)) for v in owner.inputs]
+            key = ("pointwise", owner.fn.data, tuple(args), et)  # windows recompute the same masks
+            if key not in self._cache:
+                self._cache[key] = self.add(F.PointwiseOp(owner.fn.data, args, et))
+            return self._cache[key]
         if any(sympy.sympify(d) == 0 for d in tensor_type_of(source).dims):
             # A static empty tensor has no element to read and its value is never used, but a reduction over
             # an empty r still runs its x: a load there (at index 0, flat_to_dims' index into an empty shape)

@@ -64,7 +64,7 @@ DESIGNED_EXTERNS = {
     "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "bernoulli", "normal", "uniform",
-    "arange", "native_dropout",
+    "native_dropout",
 }
 
 
@@ -410,6 +410,20 @@ def _zeros(imp: GraphBuilder, c: Call) -> SSAValue:
 @lowers("ones", "ones_like", "new_ones")
 def _ones(imp: GraphBuilder, c: Call) -> SSAValue:
     return _filled(imp, 1)
+
+
+@lowers("arange")
+def _arange(imp: GraphBuilder, c: Call) -> SSAValue:
+    """``start + step * iota``: index arithmetic that folds into the kernels reading it."""
+    out = imp.result_type().contiguous()
+    start, step = c.get("start", 0), c.get("step", 1)
+    compute = out.element_type if F.is_float(out.element_type) else F.I64
+    value = imp.convert(imp.pointwise("iota", [], F.TensorType(out.dims, F.I64)), compute)
+    if not (isinstance(step, (int, float)) and step == 1):
+        value = imp.pointwise("mul", [value, imp.tensor(step, compute)], F.TensorType(out.dims, compute))
+    if not (isinstance(start, (int, float)) and start == 0):
+        value = imp.pointwise("add", [value, imp.tensor(start, compute)], F.TensorType(out.dims, compute))
+    return imp.convert(value, out.element_type)
 
 
 # ---------------------------------------------------------------- reductions

@@ -23,6 +23,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from fusec.base import powers
+from fusec.frontend import pooling
 from fusec.frontend.foreach import foreach_decompositions
 
 aten = torch.ops.aten
@@ -191,8 +192,16 @@ def _variance_overloads() -> dict[str, Callable]:
     return table
 
 
+# Pooling as windowed pointwise ops (``fusec/frontend/pooling.py``): one kernel, fused with its neighbours.
+POOLING = {
+    "max_pool2d_with_indices.default": pooling.max_pool2d_with_indices,
+    "max_pool2d_with_indices_backward.default": pooling.max_pool2d_with_indices_backward,
+    "avg_pool2d.default": pooling.avg_pool2d,
+    "avg_pool2d_backward.default": pooling.avg_pool2d_backward,
+}
+
 FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, "pow.Tensor_Scalar": _pow_scalar,
-                                   **_variance_overloads()}
+                                   **_variance_overloads(), **POOLING}
 
 
 def _packets(names: Iterable[str]) -> list:

@@ -40,6 +40,7 @@ TORCH_FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
     "bitwise_not": torch.bitwise_not, "isnan": torch.isnan, "isinf": torch.isinf, "signbit": torch.signbit,
     "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh,
     "convert": lambda a: a, "identity": lambda a: a.clone(), "where": torch.where,
+    "iota": None,  # needs the result's shape: _pointwise
 }
 assert set(TORCH_FUNCTIONS) == set(F.POINTWISE_FUNCTIONS), "every pointwise function needs a torch meaning"
 
@@ -134,9 +135,15 @@ def _combo(op: F.ComboOp, values: dict, env: dict[str, int], device: torch.devic
     return [inner[v] for v in op.output_op.operands]
 
 
+def _pointwise(op: F.PointwiseOp, args: list[torch.Tensor], env: dict[str, int], device: torch.device) -> torch.Tensor:
+    if op.fn.data == "iota":
+        return torch.arange(_shape(op.result.type, env)[0], device=device).to(F.torch_dtype(op.result.type))
+    return apply_pointwise(op.fn.data, args, F.torch_dtype(op.result.type))
+
+
 # Each graph-level op: (op, its operands' values, symbol values, device, all values so far) -> its results' values.
 _GRAPH_OPS: dict[type, Callable[..., list[torch.Tensor]]] = {
-    F.PointwiseOp: lambda op, a, env, dev, _: [apply_pointwise(op.fn.data, a, F.torch_dtype(op.result.type))],
+    F.PointwiseOp: lambda op, a, env, dev, _: [_pointwise(op, a, env, dev)],
     F.ConstantOp: lambda op, a, env, dev, _: [
         torch.full(_shape(op.result.type, env), op.value.data, dtype=F.torch_dtype(op.result.type), device=dev)],
     F.SymbolicOp: lambda op, a, env, dev, _: [

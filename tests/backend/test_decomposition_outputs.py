@@ -63,6 +63,7 @@ SAMPLES = {
     "std_mean.correction": lambda g: (_randn(4, 5, g=g), [0]),
     "aminmax.default": lambda g: (_randn(4, 5, g=g),),
     "max_pool1d_with_indices.default": lambda g: (_randn(2, 3, 9, g=g), [3]),
+    "max_pool2d_with_indices.default": lambda g: (_randn(2, 3, 9, 8, g=g), [3, 2], [2, 2], [1, 1], [1, 2], True),
     "adaptive_max_pool1d.default": lambda g: (_randn(2, 3, 9, g=g), [4]),
     "_prelu_kernel_backward.default": lambda g: (_randn(4, 3, g=g), _randn(4, 3, g=g), _randn(3, g=g)),
     "native_layer_norm_backward.default": lambda g: _layer_norm_backward_args(g),
