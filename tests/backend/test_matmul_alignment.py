@@ -54,6 +54,15 @@ def test_padded_linear_matches_eager(dtype, tmp_path):
     assert "padded-matmul" in remarks and f"[{row}, 1]" in remarks, remarks
 
 
+def test_the_interpreter_lays_extern_results_out_as_typed():
+    """execute="interpret" runs the same padded IR: the extern result is re-laid out to the padded type."""
+    args = inputs(torch.float32)
+    fn = torch.compile(linear_relu, backend="fusec", options={"pipeline": PADDED, "execute": "interpret"})
+    for g, w in zip(fn(*args), linear_relu(*args), strict=True):
+        torch.testing.assert_close(g, w)
+        assert g.stride() == w.stride()
+
+
 def test_cpu_graphs_stay_unpadded_by_default(tmp_path):
     args = inputs(torch.float32)
     fn = torch.compile(linear_relu, backend="fusec", options={"dump_dir": str(tmp_path)})
