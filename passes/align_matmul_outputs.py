@@ -4,9 +4,9 @@ In:  a graph before form-kernels.  Out: each ``fusec.extern`` matmul (mm, addmm,
 whose result row is not a multiple of ``alignment-bytes`` long gets a result type with the row
 stride rounded up (``[1024, 50257]`` bf16 -> ``strides [50264, 1]``): cuBLAS picks its fast
 kernels only for 16-byte aligned leading dimensions (a 50257-wide bf16 LM head runs ~8x slower
-unpadded).  Where such a value is a graph output, a ``fusec.pointwise "identity"`` copies it to
-the contiguous layout eager returns; every other user keeps reading the padded buffer (kernels
-read any layout).  The launcher obeys the type: it calls the op's ``out=`` overload on a padded
+unpadded).  Where such a value is a graph output or the input of a view, a ``fusec.pointwise
+"identity"`` copies it to the contiguous layout eager returns (views' types were derived from that
+layout); every other user keeps reading the padded buffer (kernels read any layout).  The launcher obeys the type: it calls the op's ``out=`` overload on a padded
 buffer, so the padding costs no copy.
 
 ``when``: ``accelerator`` pads only graphs the importer marked as running on an accelerator
@@ -31,6 +31,7 @@ from fusec.dialects.attributes import TensorType
 MATMULS = frozenset({"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default"})
 DEVICE_ATTR = "fusec.device"  # set by the importer: the device type the graph computes on ("cuda", "cpu", ...)
 WHEN = ("accelerator", "always", "never")
+VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
 
 
 def graph_device(graph: F.GraphOp) -> str | None:
@@ -100,14 +101,17 @@ class AlignMatmulOutputs(ModulePass):
         if strides is None:
             return
         padded = TensorType(t.dims, t.element_type, strides)
-        output = graph.output_op
         result = Rewriter.replace_value_with_new_type(result, padded)
-        is_output = result in output.values
-        if is_output:
+        # The graph's output must have eager's strides, and views' types were derived from a contiguous input:
+        # both read a contiguous copy.  Kernels and other externs read the padded buffer as it is.
+        copied = [use for use in result.uses if isinstance(use.operation, (F.OutputOp, *VIEWS))]
+        if copied:
             copy = F.PointwiseOp("identity", [result], t)
             Rewriter.insert_op(copy, InsertPoint.after(extern))
-            output.operands = [copy.result if v is result else v for v in output.operands]
+            for use in copied:
+                use.operation.operands[use.index] = copy.result
+        readers = sorted({"the graph output" if isinstance(u.operation, F.OutputOp) else u.operation.name for u in copied})
         remarks.emit(self.name, "padded-matmul",
                      f"{extern.target.data} result [{_show(t.dims)}] gets strides [{_show(strides)}] "
                      f"(rows aligned to {self.alignment_bytes} bytes)"
-                     + ("; a contiguous copy is the graph output" if is_output else ""), extern)
+                     + (f"; a contiguous copy feeds {' and '.join(readers)}" if copied else ""), extern)

@@ -116,3 +116,19 @@ def _padded_call(target, device, dtype=torch.float32):
     args = (bias, a, b) if target in ("addmm", "baddbmm") else (a, b)
     got = op.out(*args, out=out)
     return out, p, got, op.default(*args)
+
+
+def test_lm_head_shape_reshaped_output(tmp_path):
+    """Batched tokens [2, 3, 96] through a bias-free linear to 1001 logits: mm, then a view to [2, 3, 1001] as output."""
+    g = torch.Generator().manual_seed(2)
+    h, w = torch.randn(2, 3, 96, generator=g), torch.randn(1001, 96, generator=g)
+
+    def lm_head(h, w):
+        return torch.nn.functional.linear(h, w)
+
+    fn = torch.compile(lm_head, backend="fusec", options={"pipeline": PADDED, "dump_dir": str(tmp_path)})
+    got, want = fn(h, w), lm_head(h, w)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
+    [dump] = tmp_path.iterdir()
+    assert "_aten_mm_out(" in (dump / "launcher.py").read_text()

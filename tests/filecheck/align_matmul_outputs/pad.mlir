@@ -24,10 +24,27 @@ builtin.module {
 // KERNELS:       fusec.extern "aten.mm.default"{{.*}}strides [1008, 1]>
 // KERNELS:       fusec.load %{{.*}}[1008*floordiv(x, 1001) + mod(x, 1001)]
 
-// REMARK: padded-matmul{{.*}}aten.mm.default result [8, 1001] gets strides [1008, 1]{{.*}}contiguous copy is the graph output
+// REMARK: padded-matmul{{.*}}aten.mm.default result [8, 1001] gets strides [1008, 1]{{.*}}a contiguous copy feeds the graph output
 
 // NOPAD-LABEL: fusec.graph @linear
 // NOPAD:       -> !fusec.tensor<[8, 1001], bf16>{{$}}
+
+  // The LM head's shape: [4*3, 64] @ [64, 51] reshaped to [4, 3, 51] for the output.  The reshape's type was
+  // derived from a contiguous input: it reads the contiguous copy; the softmax-like kernel reads the padded buffer.
+  fusec.graph @lm_head(%h : !fusec.tensor<[12, 64], f16>, %w : !fusec.tensor<[64, 51], f16>) -> (!fusec.tensor<[4, 3, 51], f16>, !fusec.tensor<[12, 51], f16>) {
+    %l = fusec.extern "aten.mm.default"(%h, %w) : (!fusec.tensor<[12, 64], f16>, !fusec.tensor<[64, 51], f16>) -> !fusec.tensor<[12, 51], f16>
+    %v = fusec.reshape %l : !fusec.tensor<[12, 51], f16> -> !fusec.tensor<[4, 3, 51], f16>
+    %e = fusec.pointwise "exp" %l : (!fusec.tensor<[12, 51], f16>) -> !fusec.tensor<[12, 51], f16>
+    fusec.output %v, %e : !fusec.tensor<[4, 3, 51], f16>, !fusec.tensor<[12, 51], f16>
+  }
+
+// CHECK-LABEL: fusec.graph @lm_head
+// CHECK:       %l = fusec.extern "aten.mm.default"{{.*}} -> !fusec.tensor<[12, 51], f16, strides [56, 1]>
+// CHECK-NEXT:  %[[LCOPY:.*]] = fusec.pointwise "identity" %l : (!fusec.tensor<[12, 51], f16, strides [56, 1]>) -> !fusec.tensor<[12, 51], f16>
+// CHECK-NEXT:  %v = fusec.reshape %[[LCOPY]] : !fusec.tensor<[12, 51], f16> -> !fusec.tensor<[4, 3, 51], f16>
+// CHECK-NEXT:  %e = fusec.pointwise "exp" %l : (!fusec.tensor<[12, 51], f16, strides [56, 1]>)
+
+// REMARK: padded-matmul{{.*}}[12, 51] gets strides [56, 1]{{.*}}a contiguous copy feeds fusec.reshape
 
   // Aligned rows (fp32, 1000 wide = 4000 bytes), a batched matmul with 3 columns of f32, a symbolic width.
   fusec.graph @others(%a : !fusec.tensor<[4, 8], f32>, %b : !fusec.tensor<[8, 1000], f32>, %p : !fusec.tensor<[2, 4, 8], f32>, %q : !fusec.tensor<[2, 8, 3], f32>, %c : !fusec.tensor<[8, s0], f32>) -> (!fusec.tensor<[4, 1000], f32>, !fusec.tensor<[2, 4, 3], f32>, !fusec.tensor<[4, s0], f32>) symbols(s0 in [2, inf]) {
