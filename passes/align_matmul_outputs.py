@@ -6,8 +6,12 @@ stride rounded up (``[1024, 50257]`` bf16 -> ``strides [50264, 1]``): cuBLAS pic
 kernels only for 16-byte aligned leading dimensions (a 50257-wide bf16 LM head runs ~8x slower
 unpadded).  Where such a value is a graph output or the input of a view, a ``fusec.pointwise
 "identity"`` copies it to the contiguous layout eager returns (views' types were derived from that
-layout); every other user keeps reading the padded buffer (kernels read any layout).  The launcher obeys the type: it calls the op's ``out=`` overload on a padded
-buffer, so the padding costs no copy.
+layout); every other user keeps reading the padded buffer (kernels read any layout).  The
+launcher obeys the type: it calls the op's ``out=`` overload on a padded buffer, so the padding
+itself costs no copy.
+
+The device mark lives only in memory (the graph's printed form has no place for it): IR parsed
+from text, as ``fusec-opt`` replays a dump, counts as unmarked, so use ``when=always`` there.
 
 ``when``: ``accelerator`` pads only graphs the importer marked as running on an accelerator
 (``fusec.device`` on the graph; CPU BLAS gains little from padding), ``always`` pads anyway
@@ -70,11 +74,13 @@ class AlignMatmulOutputs(ModulePass):
     alignment_bytes: int = 16
     when: str = "accelerator"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
+    def __post_init__(self) -> None:
         if self.when not in WHEN:
-            raise ValueError(f"align-matmul-outputs: when must be one of {', '.join(WHEN)}, got {self.when!r}")
+            raise ValueError(f"when must be one of {', '.join(WHEN)}, got {self.when!r}")
         if self.alignment_bytes <= 0:
-            raise ValueError(f"align-matmul-outputs: alignment-bytes must be positive, got {self.alignment_bytes}")
+            raise ValueError(f"alignment-bytes must be positive, got {self.alignment_bytes}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.when == "never":
             return
         for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
