@@ -55,3 +55,16 @@ def test_the_importer_records_the_graph_device():
     module, info = import_graph(gm, [torch.randn(3, 4), torch.randn(4, 5)])
     assert info.device.type == "cpu"
     assert F.find_graph(module).attributes[DEVICE_ATTR] == StringAttr("cpu")
+
+
+def test_the_graph_cache_keys_on_the_device_mark(monkeypatch):
+    """The mark is not printed, but the compiled launcher depends on it: a CPU entry must not serve a CUDA graph."""
+    from fusec.runtime import graph_cache
+
+    monkeypatch.setenv("FUSEC_GRAPH_CACHE", "1")
+    keys = []
+    for device in ("cpu", "cuda"):
+        module = parse(GRAPH)
+        F.find_graph(module).attributes[DEVICE_ATTR] = StringAttr(device)
+        keys.append(graph_cache.module_key(module, "align-matmul-outputs", {}, "all"))
+    assert None not in keys and keys[0] != keys[1]
