@@ -132,3 +132,18 @@ def test_lm_head_shape_reshaped_output(tmp_path):
     assert got.stride() == want.stride()
     [dump] = tmp_path.iterdir()
     assert "_aten_mm_out(" in (dump / "launcher.py").read_text()
+
+
+def test_symbolic_rows_keep_a_static_padded_row_stride():
+    """dynamic=True: the rows are a size symbol, the padded row stride stays 1004 (fp32) and outputs match eager's."""
+    def fn(h, w):
+        y = h @ w.t()
+        return y, torch.relu(y)
+
+    compiled = torch.compile(fn, backend="fusec", dynamic=True, options={"pipeline": PADDED})
+    for rows in (5, 9):
+        g = torch.Generator().manual_seed(rows)
+        h, w = torch.randn(2, rows, 32, generator=g), torch.randn(1001, 32, generator=g)
+        for got, want in zip(compiled(h, w), fn(h, w), strict=True):
+            torch.testing.assert_close(got, want)
+            assert got.stride() == want.stride()
