@@ -28,7 +28,7 @@ from typing import cast
 import sympy
 import torch
 import torch.fx
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Region, SSAValue
 
 from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
@@ -241,6 +241,8 @@ class GraphImporter(GraphBuilder):
         carriers = self._add_size_carriers(symbols)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
                           [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
+        # Passes see no Python objects: the device type (what align-matmul-outputs decides by) rides on the graph.
+        graph.attributes["fusec.device"] = StringAttr(self.device.type)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay))

@@ -141,6 +141,18 @@ def _pointwise(op: F.PointwiseOp, args: list[torch.Tensor], env: dict[str, int],
     return apply_pointwise(op.fn.data, args, F.torch_dtype(op.result.type))
 
 
+def _extern(op: F.ExternOp, inputs: list[torch.Tensor], env: dict[str, int], device: torch.device) -> list:
+    """The op's results, each laid out as its type says (kernels index them by it: a padded matmul result)."""
+    outs = call_extern(op, inputs, env, device)
+    for i, (t, r) in enumerate(zip(outs, op.outputs, strict=True)):
+        ty = r.type
+        if isinstance(t, torch.Tensor) and isinstance(ty, F.TensorType) and not ty.is_contiguous:
+            strides = [shapes.evaluate(s, env) for s in ty.layout]
+            if list(t.stride()) != strides:
+                outs[i] = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
+    return outs
+
+
 # Each graph-level op: (op, its operands' values, symbol values, device, all values so far) -> its results' values.
 _GRAPH_OPS: dict[type, Callable[..., list[torch.Tensor]]] = {
     F.PointwiseOp: lambda op, a, env, dev, _: [_pointwise(op, a, env, dev)],
@@ -156,7 +168,7 @@ _GRAPH_OPS: dict[type, Callable[..., list[torch.Tensor]]] = {
     F.CatOp: lambda op, a, env, dev, _: [torch.cat(a, op.dim.data)],
     F.IndexOp: lambda op, a, env, dev, _: [_index(op, a[0], a[1], env)],
     F.GatherOp: lambda op, a, env, dev, _: [torch.gather(a[0], op.dim.data, a[1].to(torch.int64))],
-    F.ExternOp: lambda op, a, env, dev, _: call_extern(op, a, env, dev),
+    F.ExternOp: lambda op, a, env, dev, _: _extern(op, a, env, dev),
     F.KernelOp: lambda op, a, env, dev, _: run_kernel(op, a, env, dev),
     F.ComboOp: lambda op, a, env, dev, values: _combo(op, values, env, dev),
 }
