@@ -83,7 +83,9 @@ def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.
 def train(mode: str, backend: str | None, steps: int, device: torch.device) -> tuple[list[float], float]:
     """Losses of ``steps`` SGD steps and the seconds per step after the first."""
     model = parallelize(build_model(seed=0).to(device), mode, backend, device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    # Under TP, DTensor (sharded MLP) and plain tensors (replicated attention) are mixed: foreach kernels (the default
+    # for CUDA tensors) refuse mixed lists (found on two H100s; CPU tensors default to the per-tensor loop).
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=mode != "tp")
     # DDP and FSDP2 split the batch over the ranks; TP's ranks all see the same batch.
     data_rank = 0 if mode == "tp" else dist.get_rank()
     gen = torch.Generator().manual_seed(1000 + data_rank)
