@@ -85,7 +85,7 @@ def train(mode: str, backend: str | None, steps: int, device: torch.device) -> t
     model = parallelize(build_model(seed=0).to(device), mode, backend, device)
     # Under TP, DTensor (sharded MLP) and plain tensors (replicated attention) are mixed: foreach kernels (the default
     # for CUDA tensors) refuse mixed lists (found on two H100s; CPU tensors default to the per-tensor loop).
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=mode != "tp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False if mode == "tp" else None)
     # DDP and FSDP2 split the batch over the ranks; TP's ranks all see the same batch.
     data_rank = 0 if mode == "tp" else dist.get_rank()
     gen = torch.Generator().manual_seed(1000 + data_rank)
