@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -95,7 +96,7 @@ class AlignMatmulOutputs(ModulePass):
                 self.pad(graph, extern)
 
     def pad(self, graph: F.GraphOp, extern: F.ExternOp) -> None:
-        result = extern.outputs[0]
+        result: SSAValue = extern.outputs[0]
         t = result.type
         if not isinstance(t, TensorType) or not t.is_contiguous:
             return

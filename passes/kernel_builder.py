@@ -11,6 +11,7 @@ result) becomes a ``fusec.load`` at ``sum(idx_k * stride_k)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import sympy
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -74,7 +75,7 @@ def index_expr(value: SSAValue, idx: Sequence[sympy.Expr]) -> sympy.Expr | None:
     if isinstance(owner, F.ConstantOp):
         v = owner.value.data
         return sympy.Integer(v) if isinstance(v, int) and not isinstance(v, bool) else None
-    if not is_iota(owner) or owner.result.type.element_type not in (F.I64, F.I32):
+    if not is_iota(owner) or tensor_type_of(owner.result).element_type not in (F.I64, F.I32):
         return None
     fn = owner.fn.data
     if fn == "iota":
@@ -82,8 +83,8 @@ def index_expr(value: SSAValue, idx: Sequence[sympy.Expr]) -> sympy.Expr | None:
     spell = _INDEX_FUNCTIONS.get(fn) or _NONNEGATIVE_FUNCTIONS.get(fn)
     if spell is None:
         return None
-    args = [index_expr(v, broadcast_index(v.type, owner.result.type.dims, idx)) for v in owner.inputs]
-    if any(a is None for a in args) or (fn in _NONNEGATIVE_FUNCTIONS and not all(a.is_nonnegative for a in args)):
+    args = [index_expr(v, broadcast_index(tensor_type_of(v), tensor_type_of(owner.result).dims, idx)) for v in owner.inputs]
+    if any(a is None for a in args) or (fn in _NONNEGATIVE_FUNCTIONS and not all(a is not None and a.is_nonnegative for a in args)):
         return None
     return spell(*args)
 
@@ -93,13 +94,13 @@ _PROBE = sympy.Symbol("probe_", integer=True, nonnegative=True)
 
 def folded_index(op: F.IndexOp, i: sympy.Expr) -> sympy.Expr | None:
     """``input[index[i]]`` as a view when the index is index arithmetic provably >= 0 (no wrap-around)."""
-    if op.index.type.rank != 1:
+    if tensor_type_of(op.index).rank != 1:
         return None
     e = index_expr(op.index, [_PROBE])
     return e.subs(_PROBE, i) if e is not None and e.is_nonnegative else None
 
 
-def folds_as_view(op) -> bool:
+def folds_as_view(op) -> TypeGuard[F.IndexOp]:
     """An index op that readers fold into their load indices, like a view."""
     return isinstance(op, F.IndexOp) and folded_index(op, _PROBE) is not None
 
@@ -110,7 +111,7 @@ def broadcast_index(value_type: F.TensorType, out_dims: Sequence[sympy.Expr], id
     return [sympy.Integer(0) if d == 1 and out_dims[lead + k] != 1 else idx[lead + k] for k, d in enumerate(value_type.dims)]
 
 
-def is_iota(op) -> bool:
+def is_iota(op) -> TypeGuard[F.PointwiseOp]:
     """Index arithmetic: a graph-level ``fusec.pointwise "iota"``, or pointwise ops over iotas, constants
     and symbolic values only (``arange``'s ``start + step * iota``).  Like a constant it moves no memory,
     so it folds into each reader, recomputed there, and never becomes a kernel of its own."""
@@ -118,7 +119,7 @@ def is_iota(op) -> bool:
         return False
     if op.fn.data == "iota":
         return True
-    sources = [view_source(v, [sympy.Integer(0)] * v.type.rank)[0].owner for v in op.inputs]
+    sources = [view_source(v, [sympy.Integer(0)] * tensor_type_of(v).rank)[0].owner for v in op.inputs]
     return any(is_iota(s) for s in sources) and all(isinstance(s, (F.ConstantOp, F.SymbolicOp)) or is_iota(s) for s in sources)
 
 
@@ -180,7 +181,7 @@ class KernelBuilder:
                 return self.symbolic(e, et)
             dims = tensor_type_of(owner.result).dims
             args = [self.element(v, broadcast_index(tensor_type_of(v), dims, idx)) for v in owner.inputs]
-            key = ("pointwise", owner.fn.data, tuple(args), et)  # windows recompute the same masks
+            key: tuple = ("pointwise", owner.fn.data, tuple(args), et)  # windows recompute the same masks
             if key not in self._cache:
                 self._cache[key] = self.add(F.PointwiseOp(owner.fn.data, args, et))
             return self._cache[key]

@@ -193,7 +193,7 @@ def _variance_overloads() -> dict[str, Callable]:
 
 
 # Pooling as windowed pointwise ops (``fusec/frontend/pooling.py``): one kernel, fused with its neighbours.
-POOLING = {
+POOLING: dict[str, Callable] = {
     "max_pool2d_with_indices.default": pooling.max_pool2d_with_indices,
     "max_pool2d_with_indices_backward.default": pooling.max_pool2d_with_indices_backward,
     "avg_pool2d.default": pooling.avg_pool2d,

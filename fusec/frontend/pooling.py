@@ -84,6 +84,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         take = (value > best) | torch.isnan(value) if floating else value > best
         best = torch.where(take, value, best)
         index = torch.where(take, rows[:, None] * width + cols[None, :], index)
+    assert best is not None  # a window has at least one offset
     return best, index.expand(best.shape).contiguous()
 
 
@@ -110,6 +111,7 @@ def max_pool2d_with_indices_backward(grad_output, x, kernel_size, stride, paddin
         g, idx, valid = _windows_covering(grad_output, indices, geometry, offset, x.device)
         term = torch.where(valid & (idx == here), g, 0)
         grad = term if grad is None else grad + term
+    assert grad is not None  # a window has at least one offset
     return grad.to(x.dtype)
 
 
@@ -150,6 +152,7 @@ def avg_pool2d_backward(grad_output, x, kernel_size, stride, padding, ceil_mode,
         g, _, valid = _windows_covering(scaled, None, geometry, offset, x.device)
         term = torch.where(valid, g, 0)
         grad = term if grad is None else grad + term
+    assert grad is not None  # a window has at least one offset
     return grad.to(x.dtype)
 
 

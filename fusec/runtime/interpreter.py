@@ -26,7 +26,7 @@ def _floordiv(a, b):
     return torch.div(a, b, rounding_mode="floor")
 
 
-TORCH_FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
+TORCH_FUNCTIONS: dict[str, Callable[..., torch.Tensor] | None] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "floordiv": _floordiv,
     "remainder": torch.remainder, "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
     "atan2": torch.atan2, "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or,
@@ -56,7 +56,9 @@ def apply_pointwise(fn: str, args: Sequence[torch.Tensor], result: torch.dtype) 
         args = [args[0].to(torch.bool), args[1].to(result), args[2].to(result)]
     else:
         args = [a.to(result) for a in args]
-    return TORCH_FUNCTIONS[fn](*args).to(result)
+    function = TORCH_FUNCTIONS[fn]
+    assert function is not None, f"{fn} is evaluated by _pointwise"
+    return function(*args).to(result)
 
 
 REDUCE_FUNCTIONS = {
