@@ -61,6 +61,7 @@ class BackendOptions:
     dump_dir: Path | None = None  # None: $FUSEC_DUMP_DIR (read once, when the options are made)
     execute: str = "triton"
     compile_workers: int | None = None  # None: $FUSEC_COMPILE_WORKERS, else min(cpus, 8)
+    native_pooling: bool = False  # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -80,7 +81,10 @@ class BackendOptions:
         workers = options.get("compile_workers")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
-        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers)
+        pooling = options.get("native_pooling", False)
+        if not isinstance(pooling, bool):
+            raise BackendOptionError(f"fusec: option 'native_pooling' must be True or False, got {pooling!r}")
+        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling)
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -115,7 +119,7 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
         fw_compiler=functools.partial(compiler, kind="forward"),
         bw_compiler=functools.partial(compiler, kind="backward"),
         inference_compiler=functools.partial(compiler, kind="inference"),
-        decompositions=fusec_decompositions(),
+        decompositions=fusec_decompositions(native_pooling=options.native_pooling),
         # Recompute cheap pointwise ops in the backward rather than save them:
         # fusion makes recomputation nearly free and saved tensors cost memory.
         partition_fn=min_cut_rematerialization_partition,

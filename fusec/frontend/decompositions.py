@@ -201,7 +201,7 @@ POOLING: dict[str, Callable] = {
 }
 
 FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, "pow.Tensor_Scalar": _pow_scalar,
-                                   **_variance_overloads(), **POOLING}
+                                   **_variance_overloads()}
 
 
 def _packets(names: Iterable[str]) -> list:
@@ -212,9 +212,17 @@ def _overloads(names: Iterable[str]) -> list:
     return [getattr(p, o) for p in _packets(names) for o in p.overloads()]
 
 
-def fusec_decompositions() -> dict:
-    """The table to give ``aot_autograd(decompositions=...)``: op overload -> Python decomposition."""
-    return dict(_table())
+def fusec_decompositions(native_pooling: bool = False) -> dict:
+    """The table to give ``aot_autograd(decompositions=...)``: op overload -> Python decomposition.
+
+    ``native_pooling``: max/avg pooling (and backward) as windowed pointwise ops that fuse, instead of torch
+    calls; opt-in until its GPU test passes (it failed on the H100 on 2026-11-25, cause not yet known)."""
+    table = dict(_table())
+    if native_pooling:
+        for name, fn in POOLING.items():
+            packet, overload = name.split(".")
+            table[getattr(getattr(aten, packet), overload)] = fn
+    return table
 
 
 @functools.cache

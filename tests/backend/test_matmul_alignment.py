@@ -11,7 +11,7 @@ import torch
 from fusec.pipeline import default_pipeline_spec
 
 on_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-PADDED = default_pipeline_spec().replace("align-matmul-outputs", "align-matmul-outputs{when=always}")
+PADDED = "align-matmul-outputs{when=always}," + default_pipeline_spec()  # opt-in: not in the default pipeline
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +65,8 @@ def test_the_interpreter_lays_extern_results_out_as_typed():
 
 def test_cpu_graphs_stay_unpadded_by_default(tmp_path):
     args = inputs(torch.float32)
-    fn = torch.compile(linear_relu, backend="fusec", options={"dump_dir": str(tmp_path)})
+    accelerator_only = "align-matmul-outputs," + default_pipeline_spec()  # the pass's own default: when=accelerator
+    fn = torch.compile(linear_relu, backend="fusec", options={"pipeline": accelerator_only, "dump_dir": str(tmp_path)})
     for g, w in zip(fn(*args), linear_relu(*args), strict=True):
         torch.testing.assert_close(g, w)
     [dump] = tmp_path.iterdir()
@@ -94,7 +95,7 @@ def test_out_overload_writes_a_padded_view_in_place_on_cuda(target):
 @on_gpu
 def test_padded_linear_on_cuda_matches_eager(tmp_path):
     args = [a.cuda() for a in inputs(torch.bfloat16)]
-    fn = torch.compile(linear_relu, backend="fusec", options={"dump_dir": str(tmp_path)})  # default: pads on CUDA
+    fn = torch.compile(linear_relu, backend="fusec", options={"pipeline": PADDED, "dump_dir": str(tmp_path)})
     for g, w in zip(fn(*args), linear_relu(*args), strict=True):
         torch.testing.assert_close(g, w)
         assert g.stride() == w.stride()

@@ -26,7 +26,7 @@ def _x(*shape, seed=0):
 
 
 def _compile(fn, dynamic, dump):
-    return torch.compile(fn, backend="fusec", dynamic=dynamic, options={"dump_dir": str(dump)})
+    return torch.compile(fn, backend="fusec", dynamic=dynamic, options={"dump_dir": str(dump), "native_pooling": True})
 
 
 def _remarks(dump) -> str:
@@ -108,7 +108,7 @@ def test_avg_pool_gradients(case, dynamic, tmp_path):
 def test_max_pool_is_one_kernel_fused_with_its_consumer(tmp_path):
     """max_pool then relu: one pointwise kernel, reading the input through clamped window indices."""
     fn = lambda x: Fn.max_pool2d(x, 3, 2, 1).relu() * 2  # noqa: E731
-    compiled = torch.compile(fn, backend="fusec", options={"dump_dir": str(tmp_path)})
+    compiled = torch.compile(fn, backend="fusec", options={"dump_dir": str(tmp_path), "native_pooling": True})
     x = _x(2, 3, 9, 8)
     torch.testing.assert_close(compiled(x), fn(x))
     (graph,) = [d for d in tmp_path.iterdir() if d.is_dir()]
