@@ -230,10 +230,16 @@ def inputs(draw, grad: bool = False) -> Input:
 
 
 def _pick(draw, b: _Builder, ok: Callable[[_Value], bool] = lambda v: True) -> int:
+    """A value ``ok`` admits; the callers' filters always admit one (a program has inputs, and a filter admits
+    the value it pairs with: x broadcasts with x, x fits a cat with x)."""
+    picked = _pick_if_any(draw, b, ok)
+    assert picked is not None, "no value to pick"
+    return picked
+
+
+def _pick_if_any(draw, b: _Builder, ok: Callable[[_Value], bool]) -> int | None:
     choices = [i for i, v in enumerate(b.values) if ok(v)]
-    # Never empty: a program has inputs, and every filter admits the value it is paired with (x broadcasts with x).
-    assert choices, "no value to pick"
-    return draw(st.sampled_from(choices))
+    return draw(st.sampled_from(choices)) if choices else None
 
 
 def _unary(draw, b: _Builder) -> int | None:
@@ -345,7 +351,7 @@ def _cat(draw, b: _Builder) -> int | None:
 
 def _index(draw, b: _Builder) -> int | None:
     """gather, index_select or x[idx], the indices a new int64 input within the dim's size at n1 (n2 > n1)."""
-    x = _pick(draw, b, lambda v: len(v.at_n1) >= 1)
+    x = _pick_if_any(draw, b, lambda v: len(v.at_n1) >= 1)  # every value may be 0-d
     if x is None:
         return None
     v = b.values[x]

@@ -40,6 +40,8 @@ def _all_pointwise_functions() -> str:
              "      %b = fusec.pointwise \"gt\" %f, %f : (f32, f32) -> i1"]
     results = []
     for n, (fn, arity) in enumerate(F.POINTWISE_FUNCTIONS.items()):
+        if fn == "iota":  # graph level only: form-kernels turns it into the index
+            continue
         if fn == "where":
             lines.append(f"      %r{n} = fusec.pointwise \"where\" %b, %f, %f : (i1, f32, f32) -> f32")
         elif fn.startswith("bitwise"):

@@ -50,8 +50,14 @@ def _kernel_files(folder: Path) -> list[Path]:
 def cache(tmp_path, monkeypatch) -> Path:
     """A fresh cache folder, and no kernel module loaded earlier in this process (as in a new process)."""
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(kernel_cache, "_modules", {})
+    _as_a_new_process(monkeypatch)
     return tmp_path / "cache"
+
+
+def _as_a_new_process(monkeypatch) -> None:
+    """Forget the kernel modules (by source) and the kernels shared by body that this process loaded."""
+    monkeypatch.setattr(kernel_cache, "_modules", {})
+    monkeypatch.setattr(kernel_cache, "_shared", {})
 
 
 # ---------------------------------------------------------------- two processes
@@ -95,7 +101,7 @@ def test_a_corrupt_entry_is_detected_and_rebuilt_with_one_warning(cache, monkeyp
     text = victim.read_text()
     victim.write_bytes({"truncated": text[:len(text) // 2].encode(), "garbage": b"\xff\x00\xfe" * 100, "empty": b"",
                         "other kernel": _kernel_files(cache)[1].read_bytes()}[damage])
-    monkeypatch.setattr(kernel_cache, "_modules", {})  # as a new process would find the cache
+    _as_a_new_process(monkeypatch)  # as a new process would find the cache
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = compile_module(_graph(2.5), {"s0": 5})
@@ -139,7 +145,7 @@ def test_a_read_only_cache_folder_works_uncached_with_one_warning(cache, monkeyp
 def test_a_cache_folder_that_is_a_file_works_uncached(tmp_path, monkeypatch):
     (tmp_path / "cache").write_text("not a folder")
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(kernel_cache, "_modules", {})
+    _as_a_new_process(monkeypatch)
     with pytest.warns(RuntimeWarning, match="cannot be written"):
         _check_runs(compile_module(_graph(5.5), {"s0": 5}), 5.5)
 
@@ -158,6 +164,6 @@ def test_the_cache_deleted_while_a_process_runs(cache, monkeypatch):
         fn = getattr(kernel_cache.load_kernel_module(kernel.source, True), kernel.name).fn
         assert kernel.name in inspect.getsource(fn)  # nor do tracebacks and triton.jit's source
         _check_runs(compile_module(_graph(7.5), {"s0": 5}), 7.5)  # new kernels recreate the folder
-        monkeypatch.setattr(kernel_cache, "_modules", {})
+        _as_a_new_process(monkeypatch)
         _check_runs(compile_module(_graph(6.5), {"s0": 5}), 6.5)  # and old ones are written again
     assert len(_kernel_files(cache)) == 4
