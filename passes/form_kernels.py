@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -172,11 +172,24 @@ class MaterializeConstant(RewritePattern):
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
         if not (isinstance(op, (F.ConstantOp, F.SymbolicOp)) or is_iota(op)) or not isinstance(op.parent_op(), F.GraphOp) \
-                or all(is_iota(u.operation) for u in op.result.uses):  # unused, or folds into index arithmetic
+                or all(is_iota(reader) for reader in _readers_past_views(op.result)):  # unused, or folds into index arithmetic
             return
         what = "full" if isinstance(op, F.ConstantOp) else "symbolic" if isinstance(op, F.SymbolicOp) else "iota"
         kernel = materialize_kernel(op, self.namer("poi", what))
         rewriter.replace(op, kernel)
+
+
+_VIEW_OPS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
+
+
+def _readers_past_views(value: SSAValue) -> list[Operation]:
+    """The ops that read ``value``, through any views of it (index arithmetic reads an iota through a reshape:
+    materialising the iota for the view would leave that arithmetic with a source that is no longer an iota)."""
+    readers: list[Operation] = []
+    for use in value.uses:
+        reader = use.operation
+        readers += _readers_past_views(reader.results[0]) if isinstance(reader, _VIEW_OPS) else [reader]
+    return readers
 
 
 @dataclass
@@ -214,3 +227,5 @@ class FormKernels(ModulePass):
         PatternRewriteWalker(MaterializeConstant(namer), apply_recursively=False).rewrite_module(op)
         # Index arithmetic (and its constants) that fed only what was materialised just now.
         PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True).rewrite_module(op)
+        # Arithmetic that was index arithmetic until its iota was materialised (a kernel now): a kernel of its own.
+        PatternRewriteWalker(WrapInKernel(namer), apply_recursively=False).rewrite_module(op)
