@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 import sympy
 
-from fusec.base.shapes import FloorDiv
+from fusec.base.shapes import FloorDiv, is_integer_poly
 
 Upper = Mapping[sympy.Symbol, sympy.Expr]  # v -> exclusive upper bound: 0 <= v < upper[v]
 _ROUNDS = 8
@@ -97,19 +97,9 @@ def divides(d: sympy.Expr, e: sympy.Expr) -> bool:
         return True
     if d.is_Integer and e.is_Integer:
         return int(e) % int(d) == 0
-    return _is_integer_poly(sympy.cancel(e / d))
+    return is_integer_poly(sympy.cancel(e / d))
 
 
-def _is_integer_poly(e: sympy.Expr) -> bool:
-    if e.is_Integer:
-        return True
-    if e.is_Symbol:
-        return bool(e.is_integer)
-    if isinstance(e, (sympy.Add, sympy.Mul)):
-        return all(_is_integer_poly(a) for a in e.args)
-    if isinstance(e, sympy.Pow):
-        return _is_integer_poly(e.base) and e.exp.is_Integer and e.exp >= 0
-    return bool(e.is_integer) and not e.is_Rational
 
 
 def _is_size(e: sympy.Expr, upper: Upper) -> bool:

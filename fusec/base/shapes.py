@@ -42,12 +42,12 @@ class FloorDiv(sympy.Function):
         # (a*d + b) // d == a + b // d for integer a, non-negative b.
         if isinstance(base, sympy.Add):
             quotients = [sympy.cancel(t / divisor) for t in base.args]
-            whole = [q for q in quotients if _is_integer_poly(q)]
-            rest = [t for t, q in zip(base.args, quotients, strict=True) if not _is_integer_poly(q)]
+            whole = [q for q in quotients if is_integer_poly(q)]
+            rest = [t for t, q in zip(base.args, quotients, strict=True) if not is_integer_poly(q)]
             if whole and all(t.is_nonnegative for t in rest):
                 return sympy.Add(*whole) + FloorDiv(sympy.Add(*rest), divisor)
         q = sympy.cancel(base / divisor)
-        if _is_integer_poly(q):
+        if is_integer_poly(q):
             return q
         # floordiv(floordiv(a, b), c) == floordiv(a, b*c)
         if isinstance(base, FloorDiv):
@@ -55,15 +55,16 @@ class FloorDiv(sympy.Function):
         return None
 
 
-def _is_integer_poly(e: sympy.Expr) -> bool:
+def is_integer_poly(e: sympy.Expr) -> bool:
+    """Whether ``e`` is a polynomial with integer coefficients in integer symbols (an integer for every value)."""
     if e.is_Integer:
         return True
     if e.is_Symbol:
         return bool(e.is_integer)
     if isinstance(e, (sympy.Add, sympy.Mul)):
-        return all(_is_integer_poly(a) for a in e.args)
+        return all(is_integer_poly(a) for a in e.args)
     if isinstance(e, sympy.Pow):
-        return _is_integer_poly(e.base) and e.exp.is_Integer and e.exp >= 0
+        return is_integer_poly(e.base) and e.exp.is_Integer and e.exp >= 0
     return bool(e.is_integer) and not e.is_Rational
 
 
