@@ -140,6 +140,7 @@ class _LauncherWriter:
         self.externs: dict[str, str] = {}
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
+        self.given: set[str] = set()  # inputs an output aliases: the prologue keeps the caller's tensor
         self.sites: dict[str, tuple[set[int], set[int], set[int]]] = {}  # kernel -> (checked pointers, runtime ints, constexprs)
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
 
@@ -180,7 +181,9 @@ class _LauncherWriter:
             self.aligned.add(f"arg{i}")  # the prologue makes every input 16-byte aligned
         for i, op in enumerate(ops):
             if isinstance(op, F.OutputOp):
-                body.append(f"return [{', '.join(self.names[v] for v in op.values)}]")
+                alias_lines, aliases = self.output_aliases(op.values)
+                body += alias_lines
+                body.append(f"return [{', '.join(aliases.get(v, self.names[v]) for v in op.values)}]")
                 break
             body += self.op_lines(op)
             dead = [v for v in _graph_operands(op) if last_use.get(v) == i and v not in outputs and not _is_input(v)]
@@ -306,25 +309,52 @@ class _LauncherWriter:
         return f"{fn}({', '.join([externs.source_of(a) for a in args] + [f'{k}={externs.source_of(v)}' for k, v in kwargs.items()])})"
 
     def view(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp) -> list[str]:
-        src = self.names[op.input]
         out = self.new_buffer(op.result)
         t = tensor_type_of(op.result)
-        if isinstance(op, F.ReshapeOp):
-            lines = [f"{out} = {src}.reshape({self.shape_tuple(t.dims)})"]  # a copy where no view exists
-        elif isinstance(op, F.PermuteOp):
-            lines = [f"{out} = {src}.permute({_tuple([str(p) for p in op.perm_list])})"]
-        elif isinstance(op, F.ExpandOp):
-            lines = [f"{out} = {src}.expand({self.shape_tuple(t.dims)})"]
-        else:
-            d, step = op.dim.data, op.step.data
-            start = op.start.data
-            end = start + step * (t.dims[d] - 1) + 1
-            lines = [f"{out} = _slice({src}, {d}, {self.py(start)}, {self.py(end)}, {step})"]
+        lines = [f"{out} = {self.view_expr(op, self.names[op.input])}"]
         if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses):
             # form-kernels folds views into loads; a kernel reading a view still gets the layout its type says
             layout = self.shape_tuple(t.layout)
             lines += [f"if {out}.stride() != {layout}:", f"    {out} = _as_layout({out}, {layout})"]
         return lines
+
+    def view_expr(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp, src: str) -> str:
+        t = tensor_type_of(op.result)
+        if isinstance(op, F.ReshapeOp):
+            return f"{src}.reshape({self.shape_tuple(t.dims)})"  # a copy where no view exists
+        if isinstance(op, F.PermuteOp):
+            return f"{src}.permute({_tuple([str(p) for p in op.perm_list])})"
+        if isinstance(op, F.ExpandOp):
+            return f"{src}.expand({self.shape_tuple(t.dims)})"
+        d, step = op.dim.data, op.step.data
+        start = op.start.data
+        end = start + step * (t.dims[d] - 1) + 1
+        return f"_slice({src}, {d}, {self.py(start)}, {self.py(end)}, {step})"
+
+    def output_aliases(self, values) -> tuple[list[str], dict[SSAValue, str]]:
+        """Outputs that are views of an input, taken from the input as the caller passed it.
+
+        The prologue may replace a misaligned input by an aligned copy (for kernels); AOTAutograd rebuilds an output
+        that aliases an input from the output's strides and storage offset, so those must be the caller's tensor's.
+        """
+        lines: list[str] = []
+        names: dict[SSAValue, str] = {}
+        for v in dict.fromkeys(values):
+            chain: list = []
+            root = v
+            while isinstance(root.owner, _VIEWS):
+                chain.append(root.owner)
+                root = root.owner.input
+            if not _is_input(root):  # an input itself, or views of one
+                continue
+            src = f"given_{self.names[root]}"
+            self.given.add(self.names[root])
+            for op in reversed(chain):
+                name = f"{self.names[v]}_of_input"
+                lines.append(f"{name} = {self.view_expr(op, src)}")
+                src = name
+            names[v] = src
+        return lines, names
 
     # ------------------------------------------------------------ prologue
 
@@ -352,6 +382,8 @@ class _LauncherWriter:
                 dtype = externs.source_of(F.torch_dtype(t))
                 lines.append(f"if {name}.shape != {shape} or {name}.dtype != {dtype}:")
                 lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
+            if name in self.given:  # an output aliases it: views of the caller's tensor, not of the copy
+                lines.append(f"given_{name} = {name}")
             layout = self.shape_tuple(t.layout)
             if self.check_strides:
                 lines.append(f"if {name}.stride() != {layout} or {name}.data_ptr() % 16:")

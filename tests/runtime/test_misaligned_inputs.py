@@ -27,5 +27,7 @@ def test_a_misaligned_input_is_copied_into_its_layout_in_every_checking_mode(che
     b = torch.randn(3 * 7 + 1, generator=gen)[1:].as_strided((3, 3), (7, 1))
     total, same_b = compiled([a, b])
     torch.testing.assert_close(total, a.sum())
-    assert same_b.stride() == (7, 1) and same_b.data_ptr() % 16 == 0
+    # The kernels read an aligned copy; the output that is the input is the caller's tensor, as in eager (an output
+    # aliasing an input must be a view of the caller's tensor: AOTAutograd rebuilds such aliases from it).
+    assert same_b.data_ptr() == b.data_ptr() and same_b.stride() == (7, 1)
     torch.testing.assert_close(same_b, b)
