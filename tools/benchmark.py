@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 import torch
@@ -106,6 +108,29 @@ def profile_call(call: Callable[[], object], repeats: int = 10) -> tuple[int, in
     return *counts[-1], statistics.median(times)
 
 
+def kernel_profile(events, program: str = "") -> list[dict]:
+    """Device time per kernel name in one call's CUDA events, as ``fusec-report --profile`` reads it
+    (``{"name", "device_time_us", "program"}`` entries, slowest first; memcpy and memset left out)."""
+    totals: dict[str, float] = {}
+    for e in events:
+        if e.device_type == torch.autograd.DeviceType.CUDA and not any(k in e.name.lower() for k in ("memcpy", "memset")):
+            totals[e.name] = totals.get(e.name, 0.0) + e.device_time
+    return [{"name": name, "device_time_us": round(us, 3), **({"program": program} if program else {})}
+            for name, us in sorted(totals.items(), key=lambda kv: -kv[1])]
+
+
+def profile_kernels(call: Callable[[], object], program: str = "") -> list[dict]:
+    """``kernel_profile`` of one call (after a warm-up call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return kernel_profile(prof.events(), program)
+
+
 def _default_pipeline_without(*names: str) -> str:
     from fusec.pipeline import default_pipeline_spec, parse_pipeline_spec
 
@@ -143,7 +168,9 @@ def _flatten(out):
               help="comma-separated: fusec, fusec-flat (no tile-pointwise), inductor, inductor-combo")
 @click.option("--dtype", default="float32", type=click.Choice(["float32", "float16", "bfloat16"]))
 @click.option("--dynamic", is_flag=True, help="compile with dynamic=True")
-def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="write each fusec kernel's device time to this JSON file (for fusec-report --profile)")
+def main(programs: str, backends: str, dtype: str, dynamic: bool, profile_path: str | None) -> None:
     import triton.testing
 
     if not torch.cuda.is_available():
@@ -152,6 +179,7 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
     dt = getattr(torch, dtype)
     wanted = programs.split(",")
     rows: list[tuple[object, ...]] = []
+    profiled: list[dict] = []
     for prog in [p for p in PROGRAMS if p.name in wanted]:
         torch.manual_seed(0)
         inputs = prog.make_inputs(dt, "cuda")
@@ -165,10 +193,20 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool) -> None:
                 kernels, gemms, gpu_us = profile_call(functools.partial(f, *inputs))
                 ms = triton.testing.do_bench(lambda f=f, inputs=inputs: f(*inputs), warmup=50, rep=300, return_mode="median")
                 rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{gpu_us:.1f}", f"{ms * 1000:.1f}"))
+                if profile_path and backend.startswith("fusec"):
+                    profiled += profile_kernels(functools.partial(f, *inputs), prog.name)
             except Exception as e:  # a failing backend is a row, not the end of the table
                 rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-", "-"))
     click.echo(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype {dtype}  dynamic={dynamic}\n")
     click.echo(markdown_table(["program", "backend", "matches eager", "kernels", "matmul kernels", "kernel us", "median us"], rows))
+    if profile_path:
+        write_profile(Path(profile_path), profiled)
+        click.echo(f"\nkernel profile: {profile_path} (fusec-report DUMP_DIR --profile {profile_path})")
+
+
+def write_profile(path: Path, kernels: list[dict]) -> None:
+    """The JSON ``fusec-report --profile`` reads: ``{"kernels": [{"name", "device_time_us", ...}]}``."""
+    path.write_text(json.dumps({"kernels": kernels}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
