@@ -34,8 +34,10 @@ def _private_kernel_cache(tmp_path_factory):
 
 
 @pytest.fixture
-def fresh_dynamo():
-    """Each test compiles from scratch: no graph or guard cached by an earlier test."""
+def fresh_dynamo(monkeypatch):
+    """Each test compiles from scratch: no graph or guard cached by an earlier test, and no dump into a folder
+    the user's environment names."""
+    monkeypatch.delenv("FUSEC_DUMP_DIR", raising=False)
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()

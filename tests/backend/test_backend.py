@@ -15,12 +15,7 @@ from fusec.registry import make_context
 EXECUTE = ["interpret", "triton"]
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo(monkeypatch):
-    monkeypatch.delenv("FUSEC_DUMP_DIR", raising=False)
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 def randn(*shape, seed=0, requires_grad=False):

@@ -14,12 +14,7 @@ on_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA 
 PADDED = "align-matmul-outputs{when=always}," + default_pipeline_spec()  # opt-in: not in the default pipeline
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo(monkeypatch):
-    monkeypatch.delenv("FUSEC_DUMP_DIR", raising=False)
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 def linear_relu(x, w, b):
