@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import io
+import json
+from pathlib import Path
 
 import torch
 from xdsl.context import Context
@@ -88,6 +91,17 @@ def kernels(module: ModuleOp | GraphOp) -> list[KernelOp]:
 
 
 # ---------------------------------------------------------------- graph IR text
+
+
+def dumped_launches_and_remarks(dump: Path) -> tuple[int, collections.Counter]:
+    """Of the one graph dumped into ``dump``: the launches its final IR makes (kernels and combos) and its active
+    remarks counted by ``"pass: code"``."""
+    (graph_dir,) = [p for p in dump.iterdir() if p.is_dir()]
+    last = sorted(graph_dir.glob("[0-9][0-9]-*.mlir"))[-1]
+    (graph,) = [op for op in parse(last.read_text()).walk() if isinstance(op, F.GraphOp)]
+    launches = [op for op in graph.block.ops if isinstance(op, (F.KernelOp, F.ComboOp))]
+    log = json.loads((graph_dir / "remarks.json").read_text())
+    return len(launches), collections.Counter(f"{r['pass_name']}: {r['code']}" for r in log if not r["superseded"])
 
 
 def tensor_type(shape: str, dtype: str = "f32") -> str:

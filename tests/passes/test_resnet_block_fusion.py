@@ -9,7 +9,6 @@ Run as a script to print the launch counts (eval and train) and the remark count
 from __future__ import annotations
 
 import collections
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -18,8 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from fusec.dialects import fusec as F
-from fusec.testing import parse
+from fusec.testing import dumped_launches_and_remarks
 
 N, C, HW = 2, 8, 6
 # Measured: eval 2 launches (4 before cross-domain inlining), train 4 (4 before; the 4 domain-mismatch remarks are
@@ -66,13 +64,7 @@ def compile_and_count(dump: Path, mode: str) -> tuple[int, collections.Counter]:
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     for name, value in twin.state_dict().items():
         torch.testing.assert_close(block.state_dict()[name], value, rtol=1e-4, atol=1e-4, msg=name)
-    (graph_dir,) = [p for p in dump.iterdir() if p.is_dir()]
-    last = sorted(graph_dir.glob("[0-9][0-9]-*.mlir"))[-1]
-    (graph,) = [op for op in parse(last.read_text()).walk() if isinstance(op, F.GraphOp)]
-    launches = [op for op in graph.block.ops if isinstance(op, (F.KernelOp, F.ComboOp))]
-    log = json.loads((graph_dir / "remarks.json").read_text())
-    codes = collections.Counter(f"{r['pass_name']}: {r['code']}" for r in log if not r["superseded"])
-    return len(launches), codes
+    return dumped_launches_and_remarks(dump)
 
 
 @pytest.mark.slow

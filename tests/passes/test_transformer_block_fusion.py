@@ -9,7 +9,6 @@ the report): ``python tests/passes/test_transformer_block_fusion.py``.
 from __future__ import annotations
 
 import collections
-import json
 import math
 import sys
 import tempfile
@@ -19,8 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from fusec.dialects import fusec as F
-from fusec.testing import parse
+from fusec.testing import dumped_launches_and_remarks
 
 B, T, C, HEADS, LAYERS = 2, 8, 32, 2, 2
 MAX_LAUNCHES = 13  # measured: 13 kernels and combos (15 before cross-domain inlining, 29 before canonical index arithmetic)
@@ -66,13 +64,7 @@ def compile_and_count(dump: Path, fn=None, inputs=None, dynamic: bool = False) -
         want = fn(*inputs)
     torch._dynamo.reset()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    (graph_dir,) = [p for p in dump.iterdir() if p.is_dir()]
-    last = sorted(graph_dir.glob("[0-9][0-9]-*.mlir"))[-1]
-    (graph,) = [op for op in parse(last.read_text()).walk() if isinstance(op, F.GraphOp)]
-    launches = [op for op in graph.block.ops if isinstance(op, (F.KernelOp, F.ComboOp))]
-    log = json.loads((graph_dir / "remarks.json").read_text())
-    codes = collections.Counter(f"{r['pass_name']}: {r['code']}" for r in log if not r["superseded"])
-    return len(launches), codes
+    return dumped_launches_and_remarks(dump)
 
 
 @pytest.mark.slow
