@@ -177,17 +177,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     return boxed_runner(info, executor)
 
 
-def info_graph_name(module: ModuleOp) -> str | None:
-    return next((op.sym_name.data for op in module.ops if op.name == "fusec.graph"), None)
-
-
 def _warm_start(module: ModuleOp, info: ImportInfo, spec: str, checks: str, options: BackendOptions):
     """(cache key or None when the cache is off, the compiled graph a previous process stored or None)."""
     from fusec.runtime import CompiledGraph, graph_cache
     from fusec.runtime.compile_pool import shared_pool
 
     key = graph_cache.module_key(module, spec, info.size_hints, checks)
-    launcher = graph_cache.load(key, info_graph_name(module)) if key is not None else None
+    launcher = graph_cache.load(key, info.graph_name) if key is not None else None
     return key, (CompiledGraph(launcher, pool=shared_pool(options.compile_workers)) if launcher is not None else None)
 
 
