@@ -310,7 +310,8 @@ class _GraphGrouper:
     def _remark_large(self, node: Node, kernels: list[Node]) -> None:
         kernel = node.ops[0]
         assert isinstance(kernel, F.KernelOp)
-        if any(k is not node and not self.schedule.related(k, node) for k in kernels):
+        # By op (the reachability grouping never changes): the nodes in ``kernels`` may already sit in groups.
+        if any(k.ops[0] is not kernel and not self._linked(k.ops[0], kernel) for k in kernels):
             numel = self.hints(kernel.domain_exprs[0])
             remarks.emit(self.o.name, "large-pointwise",
                          f"xnumel hint {numel} > large-pointwise-numel={self.o.large_pointwise_numel}: launched alone",

@@ -147,6 +147,24 @@ builtin.module {{
     assert len(combos(after)) == 1
 
 
+def test_large_pointwise_after_a_join():
+    """A large kernel met after two small ones joined: its remark asks about kernels already in a group (a
+    KeyError once, on GPT-2's padded LM head, which combo-grouping met after the layers' combos)."""
+    small = "!fusec.tensor<[8, 64], f32>"
+    text = f"""
+builtin.module {{
+  fusec.graph @g(%a : {small}, %b : {small}, %c : {T}) -> ({small}, {small}, {T}) symbols(s0 in [2, inf]) {{
+    %e = fusec.pointwise "exp" %a : ({small}) -> {small}
+    %n = fusec.pointwise "neg" %b : ({small}) -> {small}
+    %l = fusec.pointwise "sin" %c : ({T}) -> {T}
+    fusec.output %e, %n, %l : {small}, {small}, {T}
+  }}
+}}"""
+    _, after, log = run_grouping(text, ComboGrouping(size_hints=("s0=4096",), large_pointwise_numel=1 << 20))
+    assert [len(c.kernels) for c in combos(after)] == [2]
+    assert [r.code for r in log.remarks] == ["large-pointwise"]
+
+
 def test_limits_on_subkernels_and_arguments():
     _, after, log = run_grouping(SEED, ComboGrouping(max_subkernels=3))
     assert [len(c.kernels) for c in combos(after)] == [3]
