@@ -15,6 +15,7 @@ import linecache
 import re
 import sys
 import time
+import traceback
 import types
 import typing
 from collections.abc import Sequence
@@ -552,7 +553,19 @@ class PassCrash(Exception):
         self.context = f"while running pass '{pass_name}'" + (f" on {origins.describe(op)}" if op is not None else "")
         self.error = error
         excerpt = origins.source_excerpt(origins.location_of(op))
-        super().__init__(f"{self.context}: {type(error).__name__}: {error}" + (f"\n{excerpt}" if excerpt else ""))
+        where = _innermost_fusec_frame(error.__traceback__)
+        super().__init__(f"{self.context}: {type(error).__name__}: {error}" + (f" (at {where})" if where else "")
+                         + (f"\n{excerpt}" if excerpt else ""))
+
+
+def _innermost_fusec_frame(tb) -> str | None:
+    """``fusec.passes.x:12 in f``: where in fusec a crash happened, so a one-line report already points at the bug."""
+    where = None
+    for frame, line in traceback.walk_tb(tb):
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("fusec.") and module != __name__:  # the driver's own frames say nothing
+            where = f"{module}:{line} in {frame.f_code.co_name}"
+    return where
 
 
 def graph_names(module: ModuleOp) -> list[str]:

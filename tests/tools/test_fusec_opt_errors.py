@@ -50,6 +50,20 @@ class CrashOnPointwise(ModulePass):
 
 
 @dataclass(frozen=True)
+class CrashInsideFusec(ModulePass):
+    """A pass whose bug surfaces in a fusec module it calls (here: asking for the dtype of a non-type)."""
+
+    name = "test-crash-inside-fusec"
+
+    def apply(self, ctx, op: ModuleOp) -> None:
+        from fusec.base import dtypes
+
+        for pointwise in op.walk():
+            if isinstance(pointwise, F.PointwiseOp):
+                dtypes.of_ir(pointwise.fn)
+
+
+@dataclass(frozen=True)
 class Tuned(ModulePass):
     name = "test-tuned"
     max_ops: int = 8
@@ -60,7 +74,7 @@ class Tuned(ModulePass):
 
 @pytest.fixture(autouse=True)
 def test_passes(monkeypatch):
-    for cls in (RefuseOnPointwise, CrashOnPointwise, Tuned):
+    for cls in (RefuseOnPointwise, CrashOnPointwise, CrashInsideFusec, Tuned):
         monkeypatch.setitem(PASSES, cls.name, lambda cls=cls: cls)
 
 
@@ -261,6 +275,16 @@ def test_pass_crash_names_the_pass_and_the_op(capsys, tmp_path):
     assert error_of(capsys, path, "-p", "test-crash-pointwise") == [
         f"fusec-opt: error: internal error (while running pass 'test-crash-pointwise' on 'fusec.pointwise' op ({path}:2:3)): "
         "KeyError: 'neg' (rerun with --traceback to see where)"]
+
+
+def test_pass_crash_names_the_innermost_fusec_line(tmp_path):
+    """A one-line crash report already says where in fusec it broke (the module, line and function)."""
+    import re
+
+    path = ir_file(tmp_path, SMALL)
+    with pytest.raises(PassCrash) as info:
+        main([str(path), "-p", "test-crash-inside-fusec", "--traceback"])
+    assert re.search(r"UnknownDType: .* is not a fusec element type \(at fusec\.base\.dtypes:\d+ in of_ir\)", str(info.value))
 
 
 def test_pass_crash_traceback_carries_the_context(tmp_path):
