@@ -65,7 +65,9 @@ LOSSES = [
 
 # Lookups become index_select / index.Tensor (fusec.index); the embedding
 # backward becomes an index_put (extern), the rest of the backward fuses.
-INDEXING = ["embedding", "embedding_dense_backward", "_unsafe_index", "select_backward", "slice_backward"]
+INDEXING = ["embedding", "embedding_dense_backward", "_unsafe_index", "select_backward", "slice_backward",
+            # the backward of every slice (a rotary embedding's x[..., :d/2]): a where over an index, which fuses
+            "slice_scatter", "select_scatter", "_unsafe_masked_index"]
 
 # Dropout is a random mask (rand_like, an extern) and pointwise ops that fuse.
 RANDOM = ["native_dropout", "native_dropout_backward"]
