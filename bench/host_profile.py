@@ -25,7 +25,7 @@ def kernel_us(call):
 
     call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
         for _ in range(20):
             call()
         torch.cuda.synchronize()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -88,7 +89,7 @@ def profile_kernels(call, top: int = 0) -> tuple[int, float, list]:
 
     call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
         call()
         torch.cuda.synchronize()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -148,6 +149,11 @@ def one(args) -> dict:
     compiled = model
     if args.backend == "fusec":
         compiled.compile(backend="fusec", dynamic=args.dynamic or None)
+    elif args.backend == "fusec-aligned":  # the opt-in align-matmul-outputs pass before the default pipeline
+        from fusec.pipeline import default_pipeline_spec
+
+        spec = "align-matmul-outputs," + default_pipeline_spec()
+        compiled.compile(backend="fusec", dynamic=args.dynamic or None, options={"pipeline": spec})
     else:
         import torch._inductor.config as ic
 
@@ -187,6 +193,13 @@ def one(args) -> dict:
             "fallbacks": fallbacks, "max_error": max(errors), "first_call_s": first, "kernels": kernels,
             "device_us": device_us, "wall_ms": wall_ms, "second_size": second, "slowest": slowest,
             "host_top": host_top}
+
+
+def failure(stderr: str) -> str:
+    """The exception line of a failed run (Dynamo ends its message with advice, not the cause)."""
+    lines = stderr.strip().splitlines() or ["no output"]
+    causes = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)]
+    return (causes or lines)[-1]
 
 
 def table(rows: list[dict]) -> str:
@@ -238,8 +251,7 @@ def main() -> None:
                         try:
                             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
                             result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-                            row = json.loads(result[-1][7:]) if result else {
-                                "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+                            row = json.loads(result[-1][7:]) if result else {"error": failure(done.stderr)}
                         except subprocess.TimeoutExpired:
                             row = {"error": f"timed out after {args.timeout} s"}
                     for key, value in {"model": model, "mode": mode, "dtype": dtype, "backend": backend}.items():

@@ -97,7 +97,7 @@ def profile_call(call: Callable[[], object], repeats: int = 10) -> tuple[int, in
 
     counts, times = [], []
     for _ in range(repeats):
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
             call()
             torch.cuda.synchronize()
         events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -125,7 +125,7 @@ def profile_kernels(call: Callable[[], object], program: str = "") -> list[dict]
 
     call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
         call()
         torch.cuda.synchronize()
     return kernel_profile(prof.events(), program)

@@ -41,7 +41,7 @@ def launches(call) -> int:
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
         call()
         torch.cuda.synchronize()
     return len([e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA

@@ -92,7 +92,7 @@ def test_padded_linear_on_cuda_matches_eager(tmp_path):
     args = [a.cuda() for a in inputs(torch.bfloat16)]
     fn = torch.compile(linear_relu, backend="fusec", options={"pipeline": PADDED, "dump_dir": str(tmp_path)})
     for g, w in zip(fn(*args), linear_relu(*args), strict=True):
-        torch.testing.assert_close(g, w)
+        torch.testing.assert_close(g, w, atol=2e-2, rtol=2e-2)  # mm + add rounds once more than eager's addmm
         assert g.stride() == w.stride()
     [dump] = tmp_path.iterdir()
     assert "out=buf" in (dump / "launcher.py").read_text()
