@@ -61,9 +61,9 @@ class Launcher:
     source: str
     kernels: tuple[TritonKernel | TritonCombo, ...]
     externs: tuple[tuple[str, str], ...]
-    # kernel name -> (positions of pointers whose alignment is checked per launch, positions of runtime ints)
-    # kernel name -> positions of (pointers whose alignment varies, runtime ints, constexprs chosen per call)
-    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
+    # kernel name -> positions of (pointers whose alignment varies, runtime ints, constexprs chosen per call),
+    # then the pointers' element types (what a runner shared between launch sites must also key on)
+    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, ...]], ...] = ()
 
 
 def runtime_globals() -> dict[str, object]:
@@ -141,7 +141,8 @@ class _LauncherWriter:
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
         self.given: set[str] = set()  # inputs an output aliases: the prologue keeps the caller's tensor
-        self.sites: dict[str, tuple[set[int], set[int], set[int]]] = {}  # kernel -> (checked pointers, runtime ints, constexprs)
+        # kernel -> (checked pointers, runtime ints, constexprs, the pointers' element types)
+        self.sites: dict[str, tuple[set[int], set[int], set[int], tuple[str, ...]]] = {}
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
 
     def py(self, e: sympy.Expr) -> str:
@@ -194,7 +195,7 @@ class _LauncherWriter:
         prologue = self.prologue()
         lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
         source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
-        keys = tuple((k, tuple(sorted(a)), tuple(sorted(b)), tuple(sorted(c))) for k, (a, b, c) in self.sites.items())
+        keys = tuple((k, tuple(sorted(a)), tuple(sorted(b)), tuple(sorted(c)), d) for k, (a, b, c, d) in self.sites.items())
         return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys)
 
     def op_lines(self, op: Operation) -> list[str]:
@@ -226,6 +227,12 @@ class _LauncherWriter:
         self.int_values[name] = self.py(e)
         return f"{name} = {self.int_values[name]}"
 
+    def pointer_dtypes(self, names: list[str]) -> tuple[str, ...]:
+        """The element types behind buffer names: sites that share a kernel body share compiled code only with
+        these equal (a body that loads and stores without a cast reads as the same source for f16 and bf16)."""
+        types = {name: str(tensor_type_of(v).element_type) for v, name in self.names.items() if name in names}
+        return tuple(types.get(n, "?") for n in names)
+
     def launch(self, kernel: str, grid: str, warps: str, args: list[str], num_pointers: int,
                constexprs: list[tuple[str, str]]) -> str:
         """``kernel.launch(grid, warps, *args, *constexprs)``; records what its runner must key on.
@@ -250,8 +257,8 @@ class _LauncherWriter:
             if not v.isdigit() and v not in seen:
                 chosen.add(i)
                 seen.add(v)
-        old = self.sites.get(kernel, (set(), set(), set()))
-        self.sites[kernel] = (old[0] | checked, old[1] | ints, old[2] | chosen)
+        old = self.sites.get(kernel, (set(), set(), set(), ()))
+        self.sites[kernel] = (old[0] | checked, old[1] | ints, old[2] | chosen, old[3] or self.pointer_dtypes(args[:num_pointers]))
         line = f"{kernel}.launch({grid}, {warps}, {', '.join(args + values)})"
         if all(v.isdigit() for v in values):
             line += f"  # grid {grid}, num_warps {warps}, {', '.join(f'{n}={v}' for n, v in constexprs)}"

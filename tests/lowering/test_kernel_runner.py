@@ -100,8 +100,39 @@ def test_the_launcher_keys_block_sizes_of_a_symbolic_domain():
     from kernel_cases import ROW_SUM_TEXT
 
     compiled = runtime.compile_module(parse(ROW_SUM_TEXT), {"s0": 8})
-    ((name, checked, ints, chosen),) = compiled.launcher.launch_keys
+    ((name, checked, ints, chosen, dtypes),) = compiled.launcher.launch_keys
+    assert dtypes == ("f32", "f32")  # arg0 and buf0
     launch = next(line.strip() for line in compiled.source.splitlines() if ".launch(" in line)
     assert launch.endswith("(xnumel + XBLOCK - 1) // XBLOCK, num_warps, arg0, buf0, xnumel, rnumel, XBLOCK, RBLOCK)")
     # arg0 is aligned by the prologue, buf0 by allocation; xnumel varies, rnumel = 37 is fixed
     assert (checked, chosen) == ((), (4, 5)) and ints == (2,)
+
+
+UPCAST = """
+builtin.module {{
+  fusec.graph @g(%x : !fusec.tensor<[8, 16], {t}>) -> (!fusec.tensor<[8, 16], f32>) {{
+    %c = fusec.pointwise "convert" %x : (!fusec.tensor<[8, 16], {t}>) -> !fusec.tensor<[8, 16], f32>
+    fusec.output %c : !fusec.tensor<[8, 16], f32>
+  }}
+}}
+"""
+
+
+def test_sites_of_one_body_share_a_runner_only_with_equal_element_types():
+    """An upcast to f32 reads as the same Triton source from f16 and from bf16: one body, two sites.  Their runners must differ
+    (a runner keys its compiled kernels on warps and int classes only: a bf16 launch on the f16 binary would
+    read bf16 bits as f16, silently -- what the bf16 attention gradients on the H100 showed)."""
+    from fusec.runtime.compiled import _runners
+
+    built = {}
+    for t in ("f16", "bf16", "f16"):
+        from fusec.passes.form_kernels import FormKernels
+        from fusec.testing import apply_passes
+
+        compiled = runtime.compile_module(apply_passes(parse(UPCAST.format(t=t)), FormKernels()), {})
+        [kernel] = compiled.launcher.kernels
+        built.setdefault(t, []).append(kernel.source)
+        compiled._build(interpret=False)
+    assert built["f16"][0] == built["bf16"][0]  # the premise: the body does not name its element type
+    runners = {key[-1] for key in _runners if key[-1] in (("f16", "f32"), ("bf16", "f32"))}
+    assert runners == {("f16", "f32"), ("bf16", "f32")}
