@@ -147,13 +147,8 @@ def one(args) -> dict:
     want = run(model, data)
     want_grads = grads(model) if args.mode == "train" else {}
     compiled = model
-    if args.backend == "fusec":
-        compiled.compile(backend="fusec", dynamic=args.dynamic or None)
-    elif args.backend == "fusec-aligned":  # the opt-in align-matmul-outputs pass before the default pipeline
-        from fusec.pipeline import default_pipeline_spec
-
-        spec = "align-matmul-outputs," + default_pipeline_spec()
-        compiled.compile(backend="fusec", dynamic=args.dynamic or None, options={"pipeline": spec})
+    if args.backend.startswith("fusec"):
+        compiled.compile(backend="fusec", dynamic=args.dynamic or None, options=fusec_variant(args.backend))
     else:
         import torch._inductor.config as ic
 
@@ -193,6 +188,16 @@ def one(args) -> dict:
             "fallbacks": fallbacks, "max_error": max(errors), "first_call_s": first, "kernels": kernels,
             "device_us": device_us, "wall_ms": wall_ms, "second_size": second, "slowest": slowest,
             "host_top": host_top}
+
+
+def fusec_variant(name: str) -> dict:
+    """Options of the fusec variants compared here: ``fusec`` (the defaults), ``fusec-unpadded`` (the default
+    pipeline without pad-matmuls), ``fusec-pooling`` (native_pooling)."""
+    if name == "fusec-unpadded":
+        from fusec.pipeline import default_pipeline_spec
+
+        return {"pipeline": default_pipeline_spec().replace("pad-matmuls,", "")}
+    return {"fusec": {}, "fusec-pooling": {"native_pooling": True}}[name]
 
 
 def failure(stderr: str) -> str:

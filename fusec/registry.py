@@ -29,7 +29,7 @@ def _lazy(module: str, cls: str) -> PassFactory:
 
 # fusec's own passes, in pipeline order.  form-kernels is the correctness baseline every pipeline starts with.
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
-    "align-matmul-outputs": ("fusec.passes.align_matmul_outputs", "AlignMatmulOutputs"),
+    "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
     "reduction-fusion": ("fusec.passes.reduction_fusion", "ReductionFusion"),

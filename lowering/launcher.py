@@ -34,7 +34,6 @@ from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
-from fusec.passes.align_matmul_outputs import MATMULS
 
 _VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
 
@@ -281,14 +280,6 @@ class _LauncherWriter:
             raise LoweringError(f"@{self.gname}: fusec.extern: {e}") from None
         operands = [externs.Code(self.names[v]) for v in op.inputs]
         args, kwargs = externs.extern_arguments(op, operands, lambda e: externs.Code(self.py(e)), externs.Code("device"))
-        if _writes_padded(op):
-            # align-matmul-outputs gave the result a padded row stride: the op writes it through its out= overload
-            # into a buffer laid out so (BLAS accepts a row stride >= the row), which costs no copy.
-            alloc = self.allocate(op.outputs[0])
-            kwargs = dict(kwargs)
-            kwargs["out"] = externs.Code(self.names[op.outputs[0]])
-            target = target.removesuffix(".default") + ".out"
-            return [alloc, self.call_line(target, args, kwargs)]
         call = self.call_line(target, args, kwargs)
         outs = [self.new_buffer(r) for r in op.outputs]
         returns = getattr(fn_object, "_schema", None)
@@ -408,12 +399,6 @@ class _LauncherWriter:
             value = f"{arg}.shape[{d}]" if b.place.kind == "dim" else f"{arg}.stride({d})"
             lines.append(f"{b.symbol} = {_solve_linear(value, b.coeff, b.offset)}")
         return lines
-
-
-def _writes_padded(op: F.ExternOp) -> bool:
-    """A matmul whose one result has a non-contiguous (padded) layout: only align-matmul-outputs makes those."""
-    return (op.target.data in MATMULS and len(op.outputs) == 1 and op.result_positions == [0]
-            and not tensor_type_of(op.outputs[0]).is_contiguous)
 
 
 def _solve_linear(value: str, a: sympy.Expr, b: sympy.Expr) -> str:

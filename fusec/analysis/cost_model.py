@@ -192,6 +192,10 @@ class GPU:
     bandwidth_bytes_per_us: float = 3.0e6  # ~3 TB/s of achievable HBM bandwidth
     launch_overhead_us: float = 4.5
     ops_per_us: float = 6.0e7  # ~60 TFLOP/s of fp32 arithmetic outside the tensor cores
+    # 16-bit matmuls in cuBLAS (bench/matmul_alignment.py, GPT-2's LM head on an H100): 632 TFLOP/s when every
+    # row is 16-byte aligned, 95 TFLOP/s in the kernel it falls back to when one is not.
+    matmul_ops_per_us: float = 6.0e8
+    misaligned_matmul_ops_per_us: float = 9.5e7
 
 
 @dataclass(frozen=True)

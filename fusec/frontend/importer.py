@@ -241,7 +241,7 @@ class GraphImporter(GraphBuilder):
         carriers = self._add_size_carriers(symbols)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
                           [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
-        # Passes see no Python objects: the device type (what align-matmul-outputs decides by) rides on the graph.
+        # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes["fusec.device"] = StringAttr(self.device.type)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,

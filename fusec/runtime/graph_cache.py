@@ -66,7 +66,7 @@ def module_key(module, spec: str, size_hints: Mapping[str, int], input_checks: s
     from xdsl.printer import Printer
 
     from fusec.dialects import fusec as F
-    from fusec.passes.align_matmul_outputs import DEVICE_ATTR
+    from fusec.passes.pad_matmuls import DEVICE_ATTR
 
     out = StringIO()
     Printer(stream=out).print_op(module)
@@ -74,7 +74,7 @@ def module_key(module, spec: str, size_hints: Mapping[str, int], input_checks: s
     for op in module.ops:
         if isinstance(op, F.GraphOp):
             text = re.sub(rf"@{re.escape(op.sym_name.data)}\b", "@__graph__", text)
-            # The device mark is not printed, yet passes decide by it (align-matmul-outputs pads on accelerators only).
+            # The device mark is not printed, yet passes decide by it (pad-matmuls pads on accelerators only).
             text += f"\n// {DEVICE_ATTR} = {op.attributes.get(DEVICE_ATTR)}"
     return graph_key(text, spec, size_hints, input_checks)
 
