@@ -124,9 +124,7 @@ class GraphBuilder:
         return self.node.meta.get("val")
 
     def size(self, value) -> sympy.Expr:
-        """A size (int or SymInt) as a fusec expression."""
-        if isinstance(value, sympy.Expr):
-            return value
+        """A size (int, SymInt, or a sympy expression in torch's or fusec's terms) as a fusec expression."""
         if isinstance(value, torch.SymInt):
             value = value.node.expr
         try:
@@ -197,7 +195,7 @@ class GraphBuilder:
         if isinstance(value, sympy.Expr):
             if value.is_Integer:
                 return self.constant(int(value), F.TensorType([], scalar_type))
-            return self.symbolic(value)
+            return self.symbolic(self.size(value))  # torch's FloorDiv & co. in fusec's terms (a conv's output size)
         if isinstance(value, SymFloat):
             return self.sym_float(value.expr, scalar_type if F.is_float(scalar_type) else F.F32)
         if isinstance(value, (bool, int, float)):

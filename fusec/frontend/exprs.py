@@ -69,7 +69,8 @@ _CONVERTERS = (
     (lambda e: isinstance(e, sympy.Add), lambda e, *a: sympy.Add(*map(int_expr, a))),
     (lambda e: isinstance(e, sympy.Mul), _mul),
     (lambda e: isinstance(e, sympy.Pow) or _is(e, "PowByNatural"), _pow),
-    (lambda e: _is(e, "FloorDiv", "CleanDiv"), lambda e, a, b: shapes.FloorDiv(int_expr(a), int_expr(b))),
+    (lambda e: _is(e, "FloorDiv", "CleanDiv") or isinstance(e, shapes.FloorDiv),  # torch's, or already fusec's
+     lambda e, a, b: shapes.FloorDiv(int_expr(a), int_expr(b))),
     (lambda e: _is(e, "CeilDiv"), lambda e, a, b: shapes.FloorDiv(int_expr(a) + int_expr(b) - 1, int_expr(b))),
     (lambda e: _is(e, "ModularIndexing"),
      lambda e, base, div, mod: sympy.Mod(shapes.FloorDiv(int_expr(base), int_expr(div)), int_expr(mod))),

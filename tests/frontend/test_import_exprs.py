@@ -45,3 +45,19 @@ def test_float_expression_is_refused_with_its_text():
 ])
 def test_symbol_bounds(vr, bounds):
     assert symbol_bounds(vr) == bounds
+
+
+
+def test_sizes_given_as_sympy_expressions_are_converted_too():
+    """A convolution's symbolic output size can reach the builder as a sympy expression in torch's functions
+    (``(s0 - 1)//2``), not as a SymInt; it must come out in fusec's form (a dynamic ResNet failed to import)."""
+    import torch
+
+    from fusec.dialects import fusec as F
+    from fusec.frontend.builder import GraphBuilder
+
+    builder = GraphBuilder(torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph()))
+    assert shapes.print_expr(builder.size(TF.FloorDiv(s0 - 1, 2) + 1)) == "floordiv(s0 - 1, 2) + 1"
+    value = builder.tensor(TF.FloorDiv(s0 - 1, 2), F.I64)
+    assert shapes.print_expr(value.owner.expr.data) == "floordiv(s0 - 1, 2)"
+    assert shapes.print_expr(builder.size(shapes.FloorDiv(s0, 3))) == "floordiv(s0, 3)"  # fusec's own: unchanged
