@@ -74,7 +74,7 @@ def flat_maps(domain: Sequence[sympy.Expr], hints: Iterable[sympy.Expr] = ()) ->
     for b in candidates:
         if not sympy.cancel(xnumel / b).is_integer:
             continue
-        f = simplify_in_domain(rnumel * b * FloorDiv(X, b) + b * R + sympy.Mod(X, b), domain)
+        f = simplify_in_domain(rnumel * b * FloorDiv(X, b) + b * R + shapes.Mod(X, b), domain)
         if not any(same_index(f, m) for m in maps):
             maps.append(f)
     return maps

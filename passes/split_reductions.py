@@ -46,7 +46,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.base import remarks
 from fusec.base.remarks import describe
-from fusec.base.shapes import FloorDiv, print_expr, value_range
+from fusec.base.shapes import FloorDiv, Mod, print_expr, value_range
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, substitute
 from fusec.passes.kernel_merge import BodyBuilder
@@ -163,7 +163,7 @@ def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp
     chunk = FloorDiv(rnumel + splits - 1, splits)
     bb = BodyBuilder([xnumel * splits, chunk])
     bb.map_inputs(kernel)
-    mapping = {X: sympy.Mod(X, xnumel), R: FloorDiv(X, xnumel) * chunk + R}
+    mapping = {X: Mod(X, xnumel), R: FloorDiv(X, xnumel) * chunk + R}
     valid = None
     if not equal(chunk * splits, rnumel):  # the last chunk of a row runs past its end
         position = bb.add(F.SymbolicOp(substitute(R, mapping, bb.domain), F.I64))

@@ -48,7 +48,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from fusec.analysis import heuristics
 from fusec.base import remarks
-from fusec.base.shapes import FloorDiv, print_expr
+from fusec.base.shapes import FloorDiv, Mod, print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, simplify_in_domain
 
@@ -110,10 +110,10 @@ def split_x(e: sympy.Expr, w: sympy.Expr, domain: Sequence[sympy.Expr]) -> sympy
             d = t.args[1]
             if divides(w, d):  # d = w*k: the column never carries into it
                 k = sympy.cancel(d / w)
-                return FloorDiv(X, k) if isinstance(t, FloorDiv) else w * sympy.Mod(X, k) + R
+                return FloorDiv(X, k) if isinstance(t, FloorDiv) else w * Mod(X, k) + R
             if divides(d, w):  # w = d*k: whole rows are multiples of d
                 k = sympy.cancel(w / d)
-                return k * X + FloorDiv(R, d) if isinstance(t, FloorDiv) else sympy.Mod(R, d)
+                return k * X + FloorDiv(R, d) if isinstance(t, FloorDiv) else Mod(R, d)
         if not t.args:
             return t
         return t.func(*[walk(a) for a in t.args])

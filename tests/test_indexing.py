@@ -259,7 +259,7 @@ def index_exprs(draw, depth: int = 3, symbolic: bool = False):
         return draw(st.sampled_from([1, 2, 3, 6] + ([S0] if symbolic else []))) * draw(index_exprs(depth - 1, symbolic))
     divisor = draw(st.sampled_from(sizes))
     inner = draw(index_exprs(depth - 1, symbolic))
-    return shapes.FloorDiv(inner, divisor) if kind == "floordiv" else sympy.Mod(inner, divisor)
+    return shapes.FloorDiv(inner, divisor) if kind == "floordiv" else shapes.Mod(inner, divisor)
 
 
 def _values(e: sympy.Expr, s0: int, xn: int, rn: int) -> np.ndarray:

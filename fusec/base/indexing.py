@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 import sympy
 
-from fusec.base.shapes import FloorDiv, is_integer_poly
+from fusec.base.shapes import FloorDiv, Mod, is_integer_poly, quotient
 
 Upper = Mapping[sympy.Symbol, sympy.Expr]  # v -> exclusive upper bound: 0 <= v < upper[v]
 _ROUNDS = 8
@@ -97,7 +97,7 @@ def divides(d: sympy.Expr, e: sympy.Expr) -> bool:
         return True
     if d.is_Integer and e.is_Integer:
         return int(e) % int(d) == 0
-    return is_integer_poly(sympy.cancel(e / d))
+    return is_integer_poly(quotient(e, d))
 
 
 
@@ -115,6 +115,7 @@ class _Ranges:
 
     def __init__(self, upper: dict[sympy.Symbol, sympy.Expr]):
         self.upper = upper
+        self._folded: dict[sympy.Expr, sympy.Expr] = {}
 
     def bounds(self, e: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
         inf = sympy.oo
@@ -164,6 +165,13 @@ class _Ranges:
     def fold(self, e: sympy.Expr) -> sympy.Expr:
         if not e.args or e.is_number:
             return e
+        done = self._folded.get(e)
+        if done is None:
+            done = self._folded[e] = self._fold(e)
+        return done
+
+    def _fold(self, e: sympy.Expr) -> sympy.Expr:
+        # Memoized in ``fold``: expanded index expressions repeat the same floordivs in many terms.
         args = [self.fold(a) for a in e.args]
         if isinstance(e, FloorDiv):
             return self.floordiv(sympy.expand(args[0]), args[1])
@@ -207,7 +215,7 @@ class _Ranges:
         if isinstance(a, FloorDiv) and _is_size(a.args[1], self.upper):
             return self.floordiv(a.args[0], sympy.expand(a.args[1] * k))
         if isinstance(a, sympy.Mod) and _is_size(a.args[1], self.upper) and divides(k, a.args[1]):
-            return self.mod(self.floordiv(a.args[0], k), sympy.cancel(a.args[1] / k))
+            return self.mod(self.floordiv(a.args[0], k), quotient(a.args[1], k))
         if self.below(a, k):
             return sympy.Integer(0)
         q, rest = self._split_whole(a, k)
@@ -216,14 +224,14 @@ class _Ranges:
         split = self._small_terms(a, k)
         if split is not None:
             g, big, _ = split
-            return self.floordiv(big, sympy.cancel(k / g))
+            return self.floordiv(big, quotient(k, g))
         return FloorDiv(a, k)
 
     def mod(self, a: sympy.Expr, m: sympy.Expr) -> sympy.Expr:
         if m == 1:
             return sympy.Integer(0)
         if not _is_size(m, self.upper):
-            return sympy.Mod(a, m)
+            return Mod(a, m)
         if self.below(a, m):
             return a
         if isinstance(a, sympy.Mod) and _is_size(a.args[1], self.upper) and divides(m, a.args[1]):
@@ -234,8 +242,8 @@ class _Ranges:
         split = self._small_terms(a, m)
         if split is not None:
             g, big, small = split
-            return g * self.mod(big, sympy.cancel(m / g)) + small
-        return sympy.Mod(a, m)
+            return g * self.mod(big, quotient(m, g)) + small
+        return Mod(a, m)
 
 
 # ---------------------------------------------------------------- digits
@@ -265,7 +273,7 @@ def _same(a: sympy.Expr, b: sympy.Expr) -> bool:
 
 def _build(coeff, base, div, m) -> sympy.Expr:
     core = base if div == 1 else FloorDiv(base, div)
-    return coeff * (core if m is None else sympy.Mod(core, m))
+    return coeff * (core if m is None else Mod(core, m))
 
 
 def merge_digits(e: sympy.Expr, ranges: _Ranges) -> sympy.Expr:

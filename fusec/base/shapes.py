@@ -41,18 +41,73 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(1)
         # (a*d + b) // d == a + b // d for integer a, non-negative b.
         if isinstance(base, sympy.Add):
-            quotients = [sympy.cancel(t / divisor) for t in base.args]
+            quotients = [quotient(t, divisor) for t in base.args]
             whole = [q for q in quotients if is_integer_poly(q)]
             rest = [t for t, q in zip(base.args, quotients, strict=True) if not is_integer_poly(q)]
             if whole and all(t.is_nonnegative for t in rest):
                 return sympy.Add(*whole) + FloorDiv(sympy.Add(*rest), divisor)
-        q = sympy.cancel(base / divisor)
+        q = quotient(base, divisor)
         if is_integer_poly(q):
             return q
         # floordiv(floordiv(a, b), c) == floordiv(a, b*c)
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
         return None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+class Mod(sympy.Mod):
+    """``a mod b`` of non-negative integer expressions, with cheap evaluation rules.
+
+    sympy's own ``Mod.eval`` takes a polynomial gcd of its arguments: on the index expressions of a
+    symbolic convolution, rebuilt on every substitution, that cost most of a compile (minutes for a
+    dynamic ResNet).  These rules are the ones fusec relies on; ``fusec.base.indexing`` does the rest.
+    A subclass, so ``isinstance(e, sympy.Mod)`` still holds; build mods with this class, never sympy's."""
+
+    @classmethod
+    def eval(cls, p, q):
+        if q == 1 or p == 0 or p == q:
+            return sympy.Integer(0)
+        if p.is_Integer and q.is_Integer:
+            return sympy.Integer(int(p) % int(q))
+        if isinstance(p, sympy.Mod) and p.args[1] == q:
+            return p
+        terms = sympy.Add.make_args(p)
+        kept = [t for t in terms if not is_integer_poly(quotient(t, q))]  # (a*q + b) mod q == b mod q
+        if len(kept) < len(terms):
+            return cls(sympy.Add(*kept), q)
+        return None
+
+
+def quotient(e: sympy.Expr, d: sympy.Expr) -> sympy.Expr:
+    """``sympy.cancel(e / d)``, without cancel where it cannot find more than sympy's own arithmetic.
+
+    Dividing a sum of monomials by a monomial (a size, an integer, a product of them) term by term is
+    exact: each term's common factors cancel as the product is formed.  ``cancel`` (a multivariate gcd) is
+    left for a divisor that is a sum or a sum with factored terms, where it can find a common factor; on
+    the index expressions of symbolic convolutions it took most of a minute per vertical fusion."""
+    terms = sympy.Add.make_args(e)
+    if not isinstance(d, sympy.Add) and all(not t.has(sympy.Add) or _atoms_only(t) for t in terms):
+        return sympy.Add(*(t / d for t in terms))
+    plain = e / d  # a factor d of e cancels here already
+    if is_integer_poly(plain) or _nodes(e) + _nodes(d) > CANCEL_LIMIT:
+        return plain
+    return sympy.cancel(plain)
+
+
+# Past this many nodes ``cancel`` costs seconds (a multivariate gcd over the floordivs of a symbolic
+# convolution's indexing): the quotient stays unsimplified, which only means a floordiv fusec keeps.
+CANCEL_LIMIT = 60
+
+
+def _nodes(e: sympy.Expr) -> int:
+    return sum(1 for _ in sympy.preorder_traversal(e))
+
+
+def _atoms_only(t: sympy.Expr) -> bool:
+    """A monomial whose factors' sums sit only inside function atoms (floordiv(a + b, c)), not as factors."""
+    return all(not isinstance(f, sympy.Add) and not (isinstance(f, sympy.Pow) and isinstance(f.base, sympy.Add))
+               for f in sympy.Mul.make_args(t))
 
 
 def is_integer_poly(e: sympy.Expr) -> bool:
@@ -165,7 +220,7 @@ class ExprSyntaxError(ValueError):
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(.))")
 _CALLS = {
     "floordiv": (2, lambda a, b: FloorDiv(a, b)),
-    "mod": (2, lambda a, b: sympy.Mod(a, b)),
+    "mod": (2, lambda a, b: Mod(a, b)),
     "max": (None, lambda *a: sympy.Max(*a)),
     "min": (None, lambda *a: sympy.Min(*a)),
     "pow": (2, lambda a, b: a**b),
@@ -368,7 +423,7 @@ def flat_to_dims(var: sympy.Expr, shape: Sequence[Dim]) -> list[sympy.Expr]:
             out.append(sympy.Integer(0))
             continue
         e = FloorDiv(var, stride)
-        out.append(e if k == 0 or all(d == 1 for d in shape[:k]) else sympy.Mod(e, size))
+        out.append(e if k == 0 or all(d == 1 for d in shape[:k]) else Mod(e, size))
     return out
 
 
