@@ -40,3 +40,31 @@ def test_flat_to_dims_of_an_empty_shape_is_all_zero():
     x = shapes.index_symbol("x")
     assert shapes.flat_to_dims(x, [5, 0]) == [0, 0]
     assert shapes.flat_to_dims(x, [0, 3, 2]) == [0, 0, 0]
+
+
+def test_mod_is_fusecs_own_with_cheap_rules():
+    """shapes.Mod: a sympy.Mod (isinstance holds) whose evaluation never takes a polynomial gcd."""
+    import sympy
+
+    x = shapes.index_symbol("x")
+    s0, s1 = shapes.size_symbol("s0"), shapes.size_symbol("s1")
+    assert isinstance(shapes.Mod(x, s0), sympy.Mod) and type(parse_expr("mod(x, s0)")) is shapes.Mod
+    assert shapes.Mod(6 * s0 + x, 3) == shapes.Mod(x, 3)  # (a*q + b) mod q == b mod q
+    assert shapes.Mod(x + s0 * s1, s0) == shapes.Mod(x, s0)
+    assert shapes.Mod(x, 1) == 0 and shapes.Mod(s0, s0) == 0 and shapes.Mod(17, 5) == 2
+    assert shapes.Mod(shapes.Mod(x, s0), s0) == shapes.Mod(x, s0)
+    assert print_expr(shapes.Mod(x, s0 + 1)) == "mod(x, s0 + 1)"
+    # survives substitution (xreplace rebuilds it with its own class)
+    assert shapes.Mod(x, s0).xreplace({x: 2 * s0 + x}) == shapes.Mod(x, s0)
+
+
+def test_quotient_divides_like_cancel():
+    import sympy
+
+    x = shapes.index_symbol("x")
+    s0, s1 = shapes.size_symbol("s0"), shapes.size_symbol("s1")
+    assert shapes.quotient(6 * s0 * x + 3 * s0, 3 * s0) == 2 * x + 1
+    assert shapes.quotient((s0 + 1) * s1, s0 + 1) == s1  # a factor that is a sum cancels as it is formed
+    assert shapes.quotient(s0 * s1 + s0, s1 + 1) == s0  # found by cancel (small enough to try)
+    assert not shapes.is_integer_poly(shapes.quotient(x + 1, 2))
+    assert shapes.quotient(sympy.Integer(12), sympy.Integer(4)) == 3

@@ -55,7 +55,6 @@ class FloorDiv(sympy.Function):
         return None
 
 
-@functools.lru_cache(maxsize=1 << 16)
 class Mod(sympy.Mod):
     """``a mod b`` of non-negative integer expressions, with cheap evaluation rules.
 
@@ -79,6 +78,7 @@ class Mod(sympy.Mod):
         return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def quotient(e: sympy.Expr, d: sympy.Expr) -> sympy.Expr:
     """``sympy.cancel(e / d)``, without cancel where it cannot find more than sympy's own arithmetic.
 
