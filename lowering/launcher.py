@@ -316,7 +316,11 @@ class _LauncherWriter:
             lines += [f"if {out}.stride() != {layout}:", f"    {out} = _as_layout({out}, {layout})"]
         return lines
 
-    def view_expr(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp, src: str) -> str:
+    def view_expr(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ExternOp, src: str) -> str:
+        if isinstance(op, F.ExternOp):  # a torch view op (unflatten by a symbolic size): called on ``src``
+            args, kwargs = externs.extern_arguments(op, [externs.Code(src)], lambda e: externs.Code(self.py(e)),
+                                                    externs.Code("device"))
+            return self.call_line(op.target.data, args, kwargs)
         t = tensor_type_of(op.result)
         if isinstance(op, F.ReshapeOp):
             return f"{src}.reshape({self.shape_tuple(t.dims)})"  # a copy where no view exists
@@ -340,9 +344,9 @@ class _LauncherWriter:
         for v in dict.fromkeys(values):
             chain: list = []
             root = v
-            while isinstance(root.owner, _VIEWS):
+            while isinstance(root.owner, _VIEWS) or _is_view_extern(root.owner):
                 chain.append(root.owner)
-                root = root.owner.input
+                root = root.owner.input if isinstance(root.owner, _VIEWS) else root.owner.inputs[0]
             if not _is_input(root):  # an input itself, or views of one
                 continue
             src = f"given_{self.names[root]}"
@@ -429,6 +433,21 @@ def _graph_results(op: Operation) -> list[SSAValue]:
         yielded = set(op.output_op.operands)
         return [*op.results, *(r for k in op.kernels for r in k.results if r not in yielded)]
     return list(op.results)
+
+
+def _is_view_extern(op) -> bool:
+    """A torch call that returns a view of its one tensor operand (``aten.view`` with a symbolic split):
+    an output computed by it aliases that operand, as a fusec view would."""
+    if not isinstance(op, F.ExternOp) or len(op.inputs) != 1 or len(op.outputs) != 1 or op.result_positions != [0]:
+        return False
+    try:
+        schema = getattr(externs.resolve_target(op.target.data), "_schema", None)
+    except LookupError:
+        return False
+    if schema is None:
+        return False
+    alias = schema.returns[0].alias_info if len(schema.returns) == 1 else None
+    return alias is not None and not alias.is_write
 
 
 def _is_input(v: SSAValue) -> bool:

@@ -61,3 +61,18 @@ def test_an_output_aliasing_a_misaligned_input_with_gradients(dynamic):
     want = fn(eager_base[1::2])[0]  # starts 4 bytes in: misaligned
     got = torch.compile(fn, backend="fusec", dynamic=dynamic)(compiled_base[1::2])[0]
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_output_aliasing_a_misaligned_input_through_a_torch_view(dynamic):
+    """Found by the fuzzer: under dynamic=True, ``unflatten`` by a symbolic size runs as ``aten.view`` (a torch
+    call), and its output, a view of a misaligned input, came back as a view of the launcher's aligned copy: wrong
+    values (AOTAutograd rebuilt it with the caller's storage offset).  Torch view calls join the alias chain."""
+    def fn(x):
+        return (x.unflatten(1, (2, -1)),)
+
+    base = torch.randn(3, 12, generator=torch.Generator().manual_seed(0))
+    x = base[1:2, 1::3]  # [1, 4], strides (12, 3), storage offset 13: misaligned
+    got, want = torch.compile(fn, backend="fusec", dynamic=dynamic)(x)[0], fn(x)[0]
+    torch.testing.assert_close(got, want)
+    assert (got.stride(), got.storage_offset()) == (want.stride(), want.storage_offset())
