@@ -134,8 +134,10 @@ class PadMatmuls(ModulePass):
             return
         m2, k2, n2 = (sympy.Integer(padded[d]) if d in padded else sizes[d] for d in ("M", "K", "N"))
         copies = ([ta] if "M" in padded or "K" in padded else []) + ([tb] if "K" in padded or "N" in padded else [])
-        out_copy = "N" in padded and any(isinstance(u.operation, (F.OutputOp, *VIEWS)) for u in result.uses)
-        saved, cost = _padding_gain_us(hints, t, [*t.dims[:-2], m, k, n], copies, out_copy)
+        # The graph's output must have eager's strides, and views' types were derived from a contiguous input:
+        # both read a contiguous copy of a slice with padded rows.  Kernels and other externs read it as it is.
+        copied = [use for use in result.uses if isinstance(use.operation, (F.OutputOp, *VIEWS))]
+        saved, cost = _padding_gain_us(hints, t, [*t.dims[:-2], m, k, n], copies, "N" in padded and bool(copied))
         if self.cost_rule and saved <= cost:
             remarks.emit(self.name, "padding-unprofitable", f"{extern.target.data} [{_show(ta.dims)}] @ [{_show(tb.dims)}]: "
                          f"aligned rows would save ~{saved:.1f} µs, the padded copies cost ~{cost:.1f} µs",
@@ -153,13 +155,9 @@ class PadMatmuls(ModulePass):
                 vt = _tensor(value)
                 value = self._insert(F.SliceOp(value, vt.rank + d, 0, 1, _narrowed(vt, d, size)), extern)
         sliced = value
-        # The graph's output must have eager's strides, and views' types were derived from a contiguous input:
-        # both read a contiguous copy.  Kernels and other externs read the padded product as it is.
-        copied = [use for use in result.uses if isinstance(use.operation, (F.OutputOp, *VIEWS))]
         copy = None
         if copied and not _tensor(sliced).is_contiguous:
             copy = self._insert(F.PointwiseOp("identity", [sliced], t), extern)
-        if copy is not None:
             for use in copied:
                 use.operation.operands[use.index] = copy
         result.replace_all_uses_with(sliced)
