@@ -13,19 +13,26 @@ Out: for a top-level reduction kernel over ``[xnumel, rnumel]`` whose rows are l
   rnumel, and each ``reduce_r`` sees its identity there.  It stores one partial
   reduction per (s, x) into a new ``[S, xnumel]`` buffer per reduction (fp16/bf16
   partials in fp32).
+  Values stored per (x, r) (the gradient a bias-gradient sum also hands on) are
+  stored by A too, at the substituted index: A visits every (x, r) exactly once.
 * kernel B ``<name>`` over ``[xnumel, S]``: loads the partials, combines them
   (sum, prod, max, min, any, all combine with themselves), then runs the original
   per-x epilogue and stores.
 
 The partial buffers are ordinary kernel results between A and B: the launcher
 allocates them like any other.  Only kernels of the form loads -> per-(x, r)
-prologue -> independent ``reduce_r`` -> per-x epilogue -> per-x stores are split;
-a kernel worth splitting by size but not of that form stays as it is, with a
+prologue (and its stores) -> independent ``reduce_r`` -> per-x epilogue -> per-x stores
+are split; a kernel worth splitting by size but not of that form stays as it is, with a
 ``split-declined`` remark whose message starts with the reason: ``argmax`` /
-``argmin`` (partial results would need their positions), ``per-element store``
-(a value per (x, r) is stored), ``dependent reductions`` (a reduction's input needs
+``argmin`` (partial results would need their positions), ``dependent store`` (a value
+per (x, r) that needs a reduction, like ``x - mean``), ``mixed store`` (one buffer
+stored both per (x, r) and per x), ``dependent reductions`` (a reduction's input needs
 another reduction: softmax-like phases), ``unproven size`` (symbolic sizes whose
-bounds do not prove long and few rows).  Kernels provably too short or too many
+bounds do not prove long and few rows).
+
+Column reductions (``x.sum(0)``: neighbouring x are neighbouring addresses) have their
+own thresholds: each of their programs takes 64 columns, so ``[1024, 3072]`` (a bias
+gradient of 1024 tokens) is 48 programs on a GPU of 132 SMs unless it is split.  Kernels provably too short or too many
 rows are left alone silently.
 """
 
@@ -80,6 +87,7 @@ class Shape:
 
     per_r: set[SSAValue] = field(default_factory=set)
     after: set[SSAValue] = field(default_factory=set)
+    element_stores: set[F.StoreOp] = field(default_factory=set)  # stored per (x, r): kernel A's
 
 
 Decline = tuple[str, str]  # (reason, message): the remark reads "split-declined: <reason>: <message>"
@@ -102,7 +110,10 @@ def kernel_shape(kernel: F.KernelOp) -> Shape | Decline:
             continue
         if isinstance(op, F.StoreOp):
             if per_r or R in op.index.data.free_symbols:
-                return "per-element store", f"{describe(kernel)} stores a value per (x, r), not only per x"
+                if after:
+                    return "dependent store", (f"{describe(kernel)} stores a value per (x, r) that needs one of its "
+                                               "reductions")
+                shape.element_stores.add(op)
             continue
         if isinstance(op, F.LoadOp):
             per_r = per_r or R in op.index.data.free_symbols
@@ -112,6 +123,10 @@ def kernel_shape(kernel: F.KernelOp) -> Shape | Decline:
             shape.per_r.update(op.results)
         if after:
             shape.after.update(op.results)
+    element_buffers = {op.buffer for op in shape.element_stores}
+    if any(isinstance(op, F.StoreOp) and op not in shape.element_stores and op.buffer in element_buffers
+           for op in kernel.block.ops):
+        return "mixed store", f"{describe(kernel)} stores one buffer both per (x, r) and per x"
     return shape
 
 
@@ -153,8 +168,11 @@ def finish(bb: BodyBuilder, name: str) -> F.KernelOp:
     return F.KernelOp(name, bb.domain, bb.inputs, [t for t, _ in bb.outputs], region)
 
 
-def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp:
+def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> tuple[F.KernelOp, list[SSAValue], dict[SSAValue, SSAValue]]:
     """Kernel A: the prologue and each reduction over one S-th of every row; a [S, xnumel] buffer per reduction.
+
+    Returns A, its partial buffers (in reduction order) and the kernel's results A now computes
+    (those stored per (x, r)) -> A's results.
 
     Split-major (A's x is ``s*xnumel + x``): neighbouring programs read neighbouring
     columns of one chunk, so a column reduction's loads stay coalesced along x.
@@ -170,7 +188,15 @@ def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp
         valid = bb.add(F.PointwiseOp("lt", [position, bb.add(F.SymbolicOp(rnumel, F.I64))], F.BOOL))
     vm: dict[SSAValue, SSAValue] = {}
     masked: set[SSAValue] = set()
+    outputs: dict[SSAValue, int] = {}  # the original kernel's output buffer -> A's, for per-(x, r) stores
     for op in kernel.block.ops:
+        if op in shape.element_stores:
+            assert isinstance(op, F.StoreOp)
+            result = kernel.outputs[kernel.output_args.index(op.buffer)]
+            out = outputs.setdefault(op.buffer, bb.output(op.buffer.type, result))
+            own = vm[op.mask] if op.mask is not None else None
+            bb.store(vm[op.value], out, substitute(op.index.data, mapping, bb.domain), bb.both(valid, own))
+            continue
         if isinstance(op, F.StoreOp) or (op.results[0] in shape.after and not isinstance(op, F.ReduceROp)):
             continue  # the epilogue: kernel B's
         if isinstance(op, F.ReduceROp):
@@ -189,16 +215,20 @@ def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> F.KernelOp
         bb.clone(op, vm, mapping, valid if along_r else None)
         if along_r and valid is not None:
             masked.add(vm[op.result])
-    return finish(bb, f"{kernel.sym_name.data}_split")
+    partials = finish(bb, f"{kernel.sym_name.data}_split")
+    pairs = list(zip(bb.outputs, partials.outputs, strict=True))
+    return partials, [new for (_, old), new in pairs if old is None], {old: new for (_, old), new in pairs if old is not None}
 
 
-def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: F.KernelOp, splits: int) -> F.KernelOp:
+def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: list[SSAValue], splits: int) -> F.KernelOp:
     """Kernel B: each reduction combines its S partials, then the original per-x epilogue and stores."""
     xnumel, _ = kernel.domain_exprs
     bb = BodyBuilder([xnumel, splits])
     bb.map_inputs(kernel)
-    outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs, strict=True)}
-    parts = iter(partials.outputs)
+    element_buffers = {op.buffer for op in shape.element_stores}
+    outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs, strict=True)
+               if arg not in element_buffers}
+    parts = iter(partials)
     vm: dict[SSAValue, SSAValue] = {}
     for op in kernel.block.ops:
         if isinstance(op, F.ReduceROp):
@@ -208,9 +238,9 @@ def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: F.KernelOp, split
             if value.type != op.result.type:
                 value = bb.add(F.PointwiseOp("convert", [value], op.result.type))
             vm[op.result] = value
-        elif isinstance(op, F.StoreOp):
+        elif isinstance(op, F.StoreOp) and op not in shape.element_stores:
             bb.store(vm[op.value], outputs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
-        elif not any(r in shape.per_r for r in op.results):
+        elif not isinstance(op, F.StoreOp) and not any(r in shape.per_r for r in op.results):
             bb.clone(op, vm, {})
     return finish(bb, kernel.sym_name.data)
 
@@ -245,13 +275,14 @@ class SplitReduction(RewritePattern):
             return
         assert isinstance(shape, Shape), "size_problem's other answer, \"\", returned above"
         splits = self.options.splits or self.auto_splits(op, outer)
-        partials = partials_kernel(op, shape, splits)
-        combined = combine_kernel(op, shape, partials, splits)
+        partials, buffers, from_partials = partials_kernel(op, shape, splits)
+        combined = combine_kernel(op, shape, buffers, splits)
         self.decided |= {partials, combined}
         (x, r), (px, pr) = op.domain_exprs, partials.domain_exprs
         remarks.emit(PASS, "split", f"[{print_expr(x)}, {print_expr(r)}] -> [{print_expr(px)}, {print_expr(pr)}] "
                      f"partial rows, then [{print_expr(x)}, {splits}] combined", partials, combined, splits=splits)
-        rewriter.replace(op, [partials, combined], list(combined.outputs))
+        from_combined = iter(combined.outputs)
+        rewriter.replace(op, [partials, combined], [from_partials.get(v) or next(from_combined) for v in op.outputs])
 
     def auto_splits(self, op: F.KernelOp, outer: bool) -> int:
         """S for about TARGET_PROGRAMS programs, each chunk at least MIN_CHUNK long (from the sizes' bounds:
@@ -277,11 +308,13 @@ class SplitReduction(RewritePattern):
         xnumel, rnumel = op.domain_exprs
         (xlo, xhi), (rlo, rhi) = size_range(xnumel, bounds), size_range(rnumel, bounds)
         max_xnumel = o.max_outer_xnumel if outer else o.max_xnumel
-        if rhi < o.min_rnumel or xlo > max_xnumel:
+        min_rnumel = o.min_outer_rnumel if outer else o.min_rnumel
+        if rhi < min_rnumel or xlo > max_xnumel:
             return ""
-        if rlo < o.min_rnumel:
+        if rlo < min_rnumel:
+            option = "min-outer-rnumel" if outer else "min-rnumel"
             return "unproven size", (f"{describe(op)} has rnumel {print_expr(rnumel)}, as small as {rlo} by the "
-                                     f"symbols' bounds: not provably >= min-rnumel={o.min_rnumel}")
+                                     f"symbols' bounds: not provably >= {option}={min_rnumel}")
         if xhi > max_xnumel:
             option = "max-outer-xnumel" if outer else "max-xnumel"
             return "unproven size", (f"{describe(op)} has xnumel {print_expr(xnumel)}, as large as {xhi} by the "
@@ -294,23 +327,25 @@ class SplitReductions(ModulePass):
     """Splits reductions over few long rows into partial reductions and a combining kernel.
 
     Options: min-rnumel (rows at least this long are split), max-xnumel (only kernels
-    with at most this many rows), max-outer-xnumel (the same for column reductions,
-    whose programs each take 64 columns), splits (S, a power of two: the chunks each
-    row is cut into; 0 chooses it from the sizes).
+    with at most this many rows), min-outer-rnumel and max-outer-xnumel (the same for
+    column reductions, whose programs each take 64 columns: 16384 columns are 256
+    programs, and 512 rows leave chunks of 64 rows for 8 splits), splits (S, a power of
+    two: the chunks each row is cut into; 0 chooses it from the sizes).
     """
 
     name = PASS
 
     min_rnumel: int = 4096
     max_xnumel: int = 64
-    max_outer_xnumel: int = 4096
+    min_outer_rnumel: int = 512
+    max_outer_xnumel: int = 16384
     splits: int = 0
 
     def __post_init__(self) -> None:
         if self.splits != 0 and (self.splits < 2 or self.splits & (self.splits - 1)):
             raise ValueError(f"splits must be 0 (chosen from the sizes) or a power of two of at least 2, got {self.splits}")
-        if self.min_rnumel < 1 or self.max_xnumel < 1 or self.max_outer_xnumel < 1:
-            raise ValueError("min-rnumel, max-xnumel and max-outer-xnumel must be positive")
+        if min(self.min_rnumel, self.max_xnumel, self.min_outer_rnumel, self.max_outer_xnumel) < 1:
+            raise ValueError("min-rnumel, max-xnumel, min-outer-rnumel and max-outer-xnumel must be positive")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(SplitReduction(self), apply_recursively=False).rewrite_module(op)

@@ -200,13 +200,13 @@ def test_softmax_is_declined_for_its_dependent_reductions():
     assert message.startswith("dependent reductions: ")
 
 
-def test_per_element_store_is_declined():
+def test_per_element_store_of_a_reduced_value_is_declined():
     t, k = tensor_type("2, 8192"), tensor_type("2, 1")
     message = declined(graph_text(f"%x : {t}", t, f"""
     %s = fusec.reduce "sum" %x dims [1] keepdim : {t} -> {k}
     %y = fusec.pointwise "sub" %x, %s : ({t}, {k}) -> {t}
     fusec.output %y : {t}""", symbolic=False))
-    assert message.startswith("per-element store: ")
+    assert message.startswith("dependent store: ")
 
 
 @pytest.mark.parametrize("shape,symbols,what", [("s0", "s0 in [2, inf]", "rnumel s0, as small as 2"),
@@ -279,3 +279,75 @@ def test_column_reduction_is_split_with_coalesced_partial_loads():
     a, b = kernels(module)
     assert a.is_outer_reduction  # A's neighbouring x are neighbouring columns: loads coalesced along x
     assert domains(module) == [["64*s0", "floordiv(s1 + 63, 64)"], ["s0", "64"]]
+
+
+# ---------------------------------------------------------------- per-(x, r) stores, column thresholds
+
+
+def bias_gradient_graph(rows: str, cols: str, dtype: str = "f32", symbols: str = "") -> str:
+    """A gradient g * tanh'(x) handed on per (x, r) and its column sum (a bias gradient): one kernel after fusion."""
+    t, v = tensor_type(f"{rows}, {cols}", dtype), tensor_type(cols, dtype)
+    sym = f" symbols({symbols})" if symbols else ""
+    return f"""builtin.module {{
+  fusec.graph @g(%x : {t}, %g : {t}) -> ({t}, {v}){sym} {{
+    %y = fusec.pointwise "tanh" %x : ({t}) -> {t}
+    %y2 = fusec.pointwise "mul" %y, %y : ({t}, {t}) -> {t}
+    %d = fusec.pointwise "sub" %g, %y2 : ({t}, {t}) -> {t}
+    %db = fusec.reduce "sum" %d dims [0] : {t} -> {v}
+    fusec.output %d, %db : {t}, {v}
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("rows, splits", [(1024, 16), (1000, 8), (600, 8)])
+def test_column_sum_that_also_stores_per_element_is_split(rows, splits):
+    """[rows, 768]: 12 programs of 64 columns unsplit. A stores the per-(x, r) gradient at the substituted
+    row (masked past the last row when the chunks overrun it) and the partials; B combines them."""
+    module, notes = split(bias_gradient_graph(str(rows), "768"), [{}], splits=0)
+    (note,) = notes
+    assert note.data["splits"] == splits
+    a, b = kernels(module)
+    assert a.is_outer_reduction and len(a.outputs) == 2 and len(b.outputs) == 1
+    graph_outputs = module.body.block.ops.first.body.block.last_op.operands
+    assert graph_outputs[0].owner is a and graph_outputs[1].owner is b
+
+
+def test_column_sum_with_per_element_store_runs_through_triton():
+    text = bias_gradient_graph("s0", "96", symbols="s0 in [512, inf]")
+    module, _ = split(text, [{"s0": 700}], splits=0)
+    compiled = compile_module(module, {"s0": 700})
+    assert len(compiled.kernels) == 2
+    for n in (700, 513):
+        x, g = random_inputs(module, {"s0": n}, seed=n)
+        d = g - torch.tanh(x) ** 2
+        assert_same_results([d, d.sum(0)], compiled([x, g]), **TOL)
+
+
+def test_short_or_wide_column_sums_are_left_alone():
+    for rows, cols in [("256", "768"), ("1024", "32768")]:  # under min-outer-rnumel; over max-outer-xnumel
+        module, notes = split(bias_gradient_graph(rows, cols), [], splits=0)
+        assert len(kernels(module)) == 1 and not notes
+    module, notes = split(bias_gradient_graph("256", "768"), [], splits=0, min_outer_rnumel=256)
+    assert len(kernels(module)) == 2
+
+
+def test_one_buffer_stored_per_element_and_per_x_is_declined():
+    """A kernel that writes its column sums into row 0 of the per-element buffer as well cannot give that
+    buffer to A alone; written directly at the kernel level."""
+    text = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[1024, 64], f32>) -> (!fusec.tensor<[1025, 64], f32>) {
+    %y = fusec.kernel @mixed [64, 1024] (%a) : (!fusec.tensor<[1024, 64], f32>) -> (!fusec.tensor<[1025, 64], f32>) {
+    ^bb0(%in : !fusec.tensor<[1024, 64], f32>, %out : !fusec.tensor<[1025, 64], f32>):
+      %v = fusec.load %in[64*r + x] : !fusec.tensor<[1024, 64], f32>
+      %s = fusec.reduce_r "sum" %v : f32 -> f32
+      fusec.store %v, %out[64*r + x + 64] : !fusec.tensor<[1025, 64], f32>
+      fusec.store %s, %out[x] : !fusec.tensor<[1025, 64], f32>
+    }
+    fusec.output %y : !fusec.tensor<[1025, 64], f32>
+  }
+}"""
+    module = parse(text)
+    with remarks.collect() as log:
+        apply_passes(module, SplitReductions())
+    (note,) = [r for r in log.remarks if r.pass_name == "split-reductions"]
+    assert note.message.startswith("mixed store: ")

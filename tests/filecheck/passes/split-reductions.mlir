@@ -119,14 +119,31 @@ builtin.module {
     fusec.output %y : !fusec.tensor<[2, 8192], f32>
   }
 
-// Declined: x - sum(x) stores per (x, r).
+// Declined: x - sum(x) stores per (x, r) a value that needs the reduction.
 // CHECK-LABEL: fusec.graph @center
 // CHECK-NEXT:    %y = fusec.kernel @fusec_red_sum_sub_{{[0-9]+}} [2, 8192] (%x)
-// REMARK: remark: split-reductions: split-declined: per-element store: @fusec_red_sum_sub_{{[0-9]+}} stores a value per (x, r), not only per x
+// REMARK: remark: split-reductions: split-declined: dependent store: @fusec_red_sum_sub_{{[0-9]+}} stores a value per (x, r) that needs one of its reductions
   fusec.graph @center(%x : !fusec.tensor<[2, 8192], f32>) -> (!fusec.tensor<[2, 8192], f32>) {
     %s = fusec.reduce "sum" %x dims [1] keepdim : !fusec.tensor<[2, 8192], f32> -> !fusec.tensor<[2, 1], f32>
     %y = fusec.pointwise "sub" %x, %s : (!fusec.tensor<[2, 8192], f32>, !fusec.tensor<[2, 1], f32>) -> !fusec.tensor<[2, 8192], f32>
     fusec.output %y : !fusec.tensor<[2, 8192], f32>
+  }
+
+// Split: a bias gradient (a column sum over 1024 rows, 12 programs of 64 columns unsplit) that also hands
+// the per-(x, r) gradient on: A stores it at the substituted row beside its partials, B combines them.
+// AUTO-LABEL: fusec.graph @bias_gradient
+// AUTO-NEXT:    %{{.*}}, %d = fusec.kernel @fusec_red_tanh_mul_sub_sum_{{[0-9]+}}_split [12288, 64] (%g, %x) : {{.*}} -> (!fusec.tensor<[16, 768], f32>, !fusec.tensor<[1024, 768], f32>)
+// AUTO:           fusec.store %{{.*}}, %{{.*}}[x] : !fusec.tensor<[16, 768], f32>
+// AUTO-NEXT:      fusec.store %{{.*}}, %{{.*}}[768*r + 49152*floordiv(x, 768) + mod(x, 768)] : !fusec.tensor<[1024, 768], f32>
+// AUTO:         %db = fusec.kernel @fusec_red_tanh_mul_sub_sum_{{[0-9]+}} [768, 16]
+// AUTO:         fusec.output %d, %db
+// REMARK: remark: split-reductions: split: [768, 1024] -> [98304, 8] partial rows, then [768, 128] combined
+  fusec.graph @bias_gradient(%x : !fusec.tensor<[1024, 768], f32>, %g : !fusec.tensor<[1024, 768], f32>) -> (!fusec.tensor<[1024, 768], f32>, !fusec.tensor<[768], f32>) {
+    %y = fusec.pointwise "tanh" %x : (!fusec.tensor<[1024, 768], f32>) -> !fusec.tensor<[1024, 768], f32>
+    %y2 = fusec.pointwise "mul" %y, %y : (!fusec.tensor<[1024, 768], f32>, !fusec.tensor<[1024, 768], f32>) -> !fusec.tensor<[1024, 768], f32>
+    %d = fusec.pointwise "sub" %g, %y2 : (!fusec.tensor<[1024, 768], f32>, !fusec.tensor<[1024, 768], f32>) -> !fusec.tensor<[1024, 768], f32>
+    %db = fusec.reduce "sum" %d dims [0] : !fusec.tensor<[1024, 768], f32> -> !fusec.tensor<[768], f32>
+    fusec.output %d, %db : !fusec.tensor<[1024, 768], f32>, !fusec.tensor<[768], f32>
   }
 
 // Not split: a symbolic row that the bounds admit as short (s0 >= 2), with a remark.
