@@ -119,6 +119,35 @@ def _epilogue(bias, product, beta, alpha):
     return product + (bias if beta == 1 else bias * beta)
 
 
+def _scatter_one_per_line(self, dim, index, value):
+    """scatter of one position per line along ``dim`` -> where(arange == index, value, self), which fuses.
+
+    nll_loss's backward (every classifier's, every language model's) scatters -1 at each row's
+    target into a zero tensor the size of the logits: as a torch call that is a fill and a
+    scatter of the whole tensor, here a compare in the kernel that reads it.  Only when index
+    holds one entry per line (size 1 along ``dim``, self's sizes elsewhere, provably without a
+    guard) and ``value`` is a scalar or a tensor of index's shape; otherwise the torch call.
+    An index out of range leaves the line unchanged where eager raises (Inductor's rewrite does
+    the same)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    dim = dim % max(self.dim(), 1)
+    if self.dim() == 0 or index.dim() != self.dim() or not statically_known_true(index.shape[dim] == 1):
+        return NotImplemented
+    if not all(statically_known_true(i == s) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim):
+        return NotImplemented
+    if isinstance(value, torch.Tensor):
+        if value.dim() != index.dim() or not all(statically_known_true(v == i) for v, i in zip(value.shape, index.shape, strict=True)):
+            return NotImplemented
+        value = value.to(self.dtype)
+    else:
+        value = torch.scalar_tensor(value, dtype=self.dtype, device=self.device)
+    line = [1] * self.dim()
+    line[dim] = -1
+    positions = torch.arange(self.shape[dim], device=self.device).view(line)
+    return torch.where(positions == index, value, self)
+
+
 def _pow_scalar(x, exponent):
     """x ** c by multiplication for the exponents torch itself multiplies out (``fusec.base.powers``):
     the same bits, no libdevice pow per element (RMSNorm's ``x.pow(2)``, GELU's ``x ** 3``)."""
@@ -203,6 +232,7 @@ POOLING: dict[str, Callable] = {
 }
 
 FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, "pow.Tensor_Scalar": _pow_scalar,
+                                   "scatter.value": _scatter_one_per_line, "scatter.src": _scatter_one_per_line,
                                    **_variance_overloads()}
 
 

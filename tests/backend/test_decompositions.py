@@ -55,8 +55,8 @@ def test_forward_and_backward_use_only_what_the_importer_maps(dynamic):
     graphs = aten_graphs(model, x, w, b, target, dynamic=dynamic)
     assert len(graphs) == 2
     used = set().union(*map(ops_of, graphs))
-    # embedding's backward is a scatter-add and nll_loss's a scatter: torch calls (with a remark)
-    leftovers = {op for op in used if not natively_imported(op)} - {"aten.index_put.default", "aten.scatter.value"}
+    # embedding's backward is a scatter-add: a torch call (with a remark); nll_loss's scatter is a where
+    leftovers = {op for op in used if not natively_imported(op)} - {"aten.index_put.default"}
     assert not leftovers
     assert not any(op.startswith("prims.") and "convert_element_type" not in op for op in used)
     for composite in ["native_layer_norm", "_softmax", "_log_softmax", "gelu", "silu", "var_mean", "var", "_fused_rms_norm",
@@ -112,3 +112,31 @@ def test_square_and_reciprocal_powers_become_mul_and_reciprocal():
     integers, _ = aten_graphs(lambda x: x + torch.arange(6).pow(2) + torch.arange(6).pow(2.5), x)
     assert "aten.mul.Tensor" in ops_of(integers)
     assert [n.args[1] for n in integers.graph.nodes if n.target == torch.ops.aten.pow.Tensor_Scalar] == [2.5]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("case", ["value", "src", "dim0", "int", "two_per_line"])
+def test_scatter_of_one_position_per_line_is_a_where(case, dynamic):
+    """scatter with one index per line (nll_loss's backward) decomposes to a where over arange; other scatters
+    stay torch calls.  Values against eager either way."""
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(5, 9, generator=g)
+    index = torch.randint(0, 9, (5, 1), generator=g)
+    fn = {
+        "value": lambda b, i: b.scatter(1, i, -1.5),
+        "src": lambda b, i: b.scatter(1, i, b[:, :1] * 2),
+        "dim0": lambda b, i: b.t().scatter(0, i.t(), 3.0),
+        "int": lambda b, i: (b > 0).long().scatter(-1, i, 7),
+        "two_per_line": lambda b, i: b.scatter(1, torch.cat([i, (i + 1) % 9], 1), 0.5),
+    }[case]
+    graphs = []
+
+    def keep(gm, _):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    backend = aot_autograd(fw_compiler=keep, decompositions=fusec_decompositions())
+    torch.compile(fn, backend=backend, dynamic=dynamic, fullgraph=True)(base, index)
+    used = set().union(*map(ops_of, graphs))
+    assert ("aten.scatter.value" in used or "aten.scatter.src" in used) == (case == "two_per_line")
+    torch.testing.assert_close(torch.compile(fn, backend="fusec", dynamic=dynamic)(base, index), fn(base, index))
