@@ -30,6 +30,7 @@ def _lazy(module: str, cls: str) -> PassFactory:
 # fusec's own passes, in pipeline order.  form-kernels is the correctness baseline every pipeline starts with.
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
+    "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
     "reduction-fusion": ("fusec.passes.reduction_fusion", "ReductionFusion"),

@@ -28,11 +28,19 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
-from fusec.base import shapes
+from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
-from fusec.passes.kernel_builder import GATHERED, KernelBuilder, broadcast_index, folds_as_view, is_iota
+from fusec.passes.kernel_builder import (
+    GATHERED,
+    GatherThroughViewError,
+    KernelBuilder,
+    broadcast_index,
+    folds_as_view,
+    is_iota,
+)
 from fusec.passes.kernel_index import domain_upper
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
@@ -107,8 +115,9 @@ def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
     out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     k = tensor_type_of(op.index).rank
     idx = shapes.flat_to_dims(X, out.dims)
-    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
-    j = _gather_index(kb, op.index, idx[d:d + k], tensor_type_of(op.input).dims[d])
+    extent = tensor_type_of(op.input).dims[d]
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]) | {GATHERED: extent})  # 0 <= gathered < extent
+    j = _gather_index(kb, op.index, idx[d:d + k], extent)
     value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + k:])
     kb.store(value, out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
@@ -117,8 +126,9 @@ def index_kernel(op: F.IndexOp, name: str) -> F.KernelOp:
 def gather_kernel(op: F.GatherOp, name: str) -> F.KernelOp:
     out, d = tensor_type_of(op.result).contiguous(), op.dim.data
     idx = shapes.flat_to_dims(X, out.dims)
-    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
-    j = _gather_index(kb, op.index, idx, tensor_type_of(op.input).dims[d])
+    extent = tensor_type_of(op.input).dims[d]
+    kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]) | {GATHERED: extent})  # 0 <= gathered < extent
+    j = _gather_index(kb, op.index, idx, extent)
     value = kb.with_gathered(j).element(op.input, idx[:d] + [GATHERED] + idx[d + 1:])
     kb.store(value, out, X)
     return kb.finish(name, [shapes.numel(out.dims)])
@@ -158,10 +168,30 @@ class WrapInKernel(RewritePattern):
         build = BUILDERS.get(type(op))
         if build is None or isinstance(op.parent_op(), F.KernelOp) or is_iota(op) or (folds_as_view(op) and self.fold):
             return
-        kernel = build(op, self.namer(*_fn_name(op)))
+        try:
+            kernel = self.wrapped(op)
+        except GatherThroughViewError:
+            assert isinstance(op, (F.GatherOp, F.IndexOp)), "only gathered loads raise it"
+            self.copy_input(op, rewriter)
+            kernel = self.wrapped(op)
+        rewriter.replace(op, kernel)
+
+    def copy_input(self, op: F.GatherOp | F.IndexOp, rewriter: PatternRewriter) -> None:
+        """Give ``op`` a contiguous copy of its input (a kernel of its own) to gather from."""
+        t = tensor_type_of(op.input)
+        copy = F.PointwiseOp("identity", [op.input], F.TensorType(t.dims, t.element_type))
+        copy.location = op.location
+        rewriter.insert(copy, InsertPoint.before(op))
+        op.operands = [copy.result, *op.operands[1:]]
+        remarks.emit(FormKernels.name, "gather-copy", f"{op.name} reads its input through views that mix the gathered dim with "
+                     "others: the input is copied to a contiguous tensor first", op)
+        rewriter.replace(copy, self.wrapped(copy))
+
+    def wrapped(self, op: Operation) -> F.KernelOp:
+        kernel = BUILDERS[type(op)](op, self.namer(*_fn_name(op)))
         for element_op in kernel.body.walk():  # the FX node and source line each element op computes (fusec-report)
             element_op.location = op.location
-        rewriter.replace(op, kernel)
+        return kernel
 
 
 @dataclass

@@ -25,6 +25,11 @@ from fusec.dialects.attributes import tensor_type_of
 GATHERED = sympy.Symbol("gathered_", integer=True)
 
 
+class GatherThroughViewError(NotImplementedError):
+    """A gather or index op reads its input through views that mix the gathered dim with others (a reshape of a
+    permute): the element's offset is not the index times a stride.  form-kernels copies that input first."""
+
+
 def view_source(value: SSAValue, idx: Sequence[sympy.Expr], upper: Upper | None = None) -> tuple[SSAValue, list[sympy.Expr]]:
     """Follow views back to a non-view value, rewriting the per-dim indices on the way.
 
@@ -209,7 +214,7 @@ class KernelBuilder:
         # The offset is linear in the gathered index: offset = a + b*g; the load adds b*g at run time.
         coeff = sympy.expand(offset).coeff(GATHERED)
         if GATHERED in coeff.free_symbols or GATHERED in sympy.expand(offset - coeff * GATHERED).free_symbols:
-            raise NotImplementedError("a gathered index that views split across dims")
+            raise GatherThroughViewError("a gathered index that views split across dims")
         if coeff == 1:
             return self._gathered_value
         return self.add(F.PointwiseOp("mul", [self._gathered_value, self.symbolic(coeff)], F.I64))

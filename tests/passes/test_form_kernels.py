@@ -72,3 +72,33 @@ def test_each_op_its_own_kernel_with_symbolic_domain():
     assert [str(d) for d in kernels[1].domain_exprs] == ["s0", "6"]
     assert [str(d) for d in kernels[2].domain_exprs] == ["6", "s0"]  # outer reduction: x over columns
     assert "6*r + x" in print_ir(kernels[2])
+
+
+def test_gather_through_views_that_mix_the_gathered_dim_copies_its_input():
+    """[2, 3, 4] permuted to [4, 3, 2] and reshaped to [4, 6]: gathered column g sits at 4*floordiv(g, 2) +
+    12*mod(g, 2), not at a multiple of g.  form-kernels copies the view to a contiguous tensor, says so in a
+    remark, and gathers from the copy; values against torch's and the interpreter's."""
+    import torch
+
+    from fusec.base import remarks
+    from fusec.runtime import compile_module
+
+    text = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[2, 3, 4], f32>, %i : !fusec.tensor<[4, 1], i64>) -> (!fusec.tensor<[4, 1], f32>) {
+    %p = fusec.permute %a [2, 1, 0] : !fusec.tensor<[2, 3, 4], f32> -> !fusec.tensor<[4, 3, 2], f32>
+    %r = fusec.reshape %p : !fusec.tensor<[4, 3, 2], f32> -> !fusec.tensor<[4, 6], f32>
+    %g = fusec.gather %r[%i] dim 1 : !fusec.tensor<[4, 6], f32>, !fusec.tensor<[4, 1], i64> -> !fusec.tensor<[4, 1], f32>
+    fusec.output %g : !fusec.tensor<[4, 1], f32>
+  }
+}"""
+    module = parse(text)
+    with remarks.collect() as log:
+        apply_passes(module, FormKernels())
+    assert [r.code for r in log.remarks] == ["gather-copy"]
+    assert [k.sym_name.data.rsplit("_", 1)[0] for k in module.walk() if isinstance(k, F.KernelOp)] == \
+        ["fusec_poi_identity", "fusec_poi_gather"]
+    (a, _) = random_inputs(parse(text), {}, seed=4)
+    i = torch.tensor([[5], [0], [3], [2]])
+    expected = a.permute(2, 1, 0).reshape(4, 6).gather(1, i)
+    assert torch.equal(interpreter.run(parse(text), [a, i])[0], expected)
+    assert torch.equal(compile_module(parse(print_ir(module)), {})([a, i])[0], expected)

@@ -1,0 +1,124 @@
+"""sink-gathers: a gather of a pointwise result gathers the operands instead, so the full result is never stored.
+
+In:  a graph before form-kernels.  ``fusec.gather %p[%idx] dim d`` where ``%p`` is a
+     ``fusec.pointwise`` over a larger domain: cross-entropy reads the log-softmax of
+     [tokens, vocabulary] logits at one target per row, and as written the whole
+     log-softmax (``logits - max - log(sum(exp))``, 206 MB in fp32 for GPT-2's 1024
+     tokens) is computed, stored and read back for 1024 elements of it.
+Out: the pointwise op over the gathered elements of its operands:
+     ``gather(sub(a, b)) -> sub(gather(a), gather(b))``, walked to a fixed point, so the
+     gather reaches the logits and the per-row statistics; the full-size op is left to
+     its other users (dead code when there are none).  Each operand is either of the
+     pointwise result's shape (gathered), size 1 along ``d`` and the result's size
+     elsewhere (a per-row value: expanded to the gather's shape, no gather needed) or a
+     scalar.
+
+Declined, with a ``gather-kept`` remark saying why: an operand that broadcasts along
+another dim (a gather of it would need its expansion first), an index that is not
+provably shorter than the input along ``d`` (then the gather would recompute the op more
+often than the op runs) or an index whose other dims are not provably the input's.
+``iota`` (a value that is its own position) never moves through a gather; nothing is
+said about gathers of other ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+
+from fusec.base import remarks
+from fusec.base.shapes import print_expr, provably_equal, value_range
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
+
+PASS = "sink-gathers"
+POSITIONAL = frozenset({"iota"})  # the value is the element's position: gathering it is not iota of the gather
+
+
+def _graph_bounds(op: Operation) -> dict[str, tuple[float, float]]:
+    graph = op.parent_op()
+    while graph is not None and not isinstance(graph, F.GraphOp):
+        graph = graph.parent_op()
+    return graph.symbol_bounds if graph is not None else {}
+
+
+def _provably_shorter(index_len: sympy.Expr, input_len: sympy.Expr, op: Operation) -> bool:
+    """index_len < input_len for every size the graph's symbol bounds admit."""
+    low, _ = value_range(sympy.sympify(input_len - index_len), _graph_bounds(op), (1, float("inf")))
+    return low >= 1
+
+
+class SinkGather(RewritePattern):
+    """One gather moved through the pointwise op it reads (the walker repeats it down the chain)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: F.GatherOp, rewriter: PatternRewriter, /) -> None:
+        producer = op.input.owner
+        if not isinstance(producer, F.PointwiseOp) or producer.fn.data in POSITIONAL:
+            return
+        why = self.obstacle(op, producer)
+        if why is not None:
+            remarks.emit(PASS, "gather-kept", f"{producer.fn.data} stays whole for {op.name}: {why}", producer, op)
+            return
+        dim, index = op.dim.data, op.index
+        dims = tensor_type_of(op.result).dims
+        full_dims = tensor_type_of(producer.result).dims
+        new_ops: list[Operation] = []
+        operands: list[SSAValue] = []
+        for x in producer.inputs:
+            t = x.type
+            if not isinstance(t, F.TensorType) or t.rank == 0:
+                operands.append(x)
+                continue
+            gathered = F.TensorType(dims, t.element_type)
+            if t.dims[dim] != 1 or full_dims[dim] == 1:
+                new: Operation = F.GatherOp(x, index, dim, gathered)
+            elif gathered == t:  # a per-row value read at one position per row: itself
+                operands.append(x)
+                continue
+            else:
+                new = F.ExpandOp(x, gathered)
+            new_ops.append(new)
+            operands.append(new.results[0])
+        new_ops.append(F.PointwiseOp(producer.fn.data, operands, op.result.type))
+        remarks.emit(PASS, "sunk-gather", f"{producer.fn.data} computed for the {print_expr(sympy.prod(dims))} "
+                     f"gathered elements, not for all {print_expr(sympy.prod(full_dims))}", producer, op)
+        rewriter.replace(op, new_ops)
+        if not producer.result.uses:
+            rewriter.erase(producer)
+
+    @staticmethod
+    def obstacle(op: F.GatherOp, producer: F.PointwiseOp) -> str | None:
+        """Why ``op`` cannot move through ``producer``, or None."""
+        dim, full = op.dim.data, tensor_type_of(producer.result)
+        index_dims = tensor_type_of(op.index).dims
+        if not _provably_shorter(index_dims[dim], full.dims[dim], op):
+            return (f"the index's {print_expr(index_dims[dim])} along dim {dim} is not provably fewer than the "
+                    f"{print_expr(full.dims[dim])} elements it gathers from")
+        for d, (i, f) in enumerate(zip(index_dims, full.dims, strict=True)):
+            if d != dim and not provably_equal(i, f):
+                return f"the index's dim {d} ({print_expr(i)}) is not provably the input's ({print_expr(f)})"
+        for x in producer.inputs:
+            t = x.type
+            if not isinstance(t, F.TensorType) or t.rank == 0:
+                continue
+            if t.rank != full.rank or any(d != dim and not provably_equal(a, b)
+                                          for d, (a, b) in enumerate(zip(t.dims, full.dims, strict=True))):
+                return f"an operand of shape [{', '.join(print_expr(e) for e in t.dims)}] broadcasts along another dim"
+        return None
+
+
+@dataclass(frozen=True)
+class SinkGathers(ModulePass):
+    """Gathers of pointwise results gather the pointwise ops' operands instead (no options)."""
+
+    name = PASS
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(SinkGather(), apply_recursively=True).rewrite_module(op)
