@@ -142,9 +142,10 @@ class ImportInfo:
         return out
 
 
-def eager_dim_order(val) -> tuple[int, ...] | None:
+def eager_dim_order(val, row_major_too: bool = False) -> tuple[int, ...] | None:
     """The order of dims (outermost first) of eager's layout for an output, where it is dense and not
-    row-major (a pointwise op on a transposed input keeps its layout); None otherwise.  From the example
+    row-major (a pointwise op on a transposed input keeps its layout), or row-major with ``row_major_too``
+    (fusec's value is a permuted view, which eager's is not); None otherwise.  From the example
     values' hints: a layout is the same for every size Dynamo's guards admit."""
     if not isinstance(val, torch.Tensor) or val.dim() < 2:
         return None
@@ -153,10 +154,20 @@ def eager_dim_order(val) -> tuple[int, ...] | None:
         return None
     sizes, strides = cast(list[int], hinted_sizes), cast(list[int], hinted_strides)
     order = tuple(sorted(range(val.dim()), key=lambda d: (-strides[d], d)))
-    if order == tuple(range(val.dim())) or _dense_strides(sizes, order) != [s for s, d in zip(strides, sizes, strict=True)
-                                                                               if d > 1]:
+    if (order == tuple(range(val.dim())) and not row_major_too) \
+            or _dense_strides(sizes, order) != [s for s, d in zip(strides, sizes, strict=True) if d > 1]:
         return None
     return order
+
+
+def _through_a_permute(value: SSAValue) -> bool:
+    """Whether ``value`` is a view whose chain of views holds a permute (at run time, maybe not row-major)."""
+    owner = value.owner
+    while isinstance(owner, (F.PermuteOp, F.ReshapeOp, F.SliceOp, F.ExpandOp)):
+        if isinstance(owner, F.PermuteOp):
+            return True
+        owner = owner.input.owner
+    return False
 
 
 def _hint(n) -> int | None:
@@ -314,7 +325,7 @@ class GraphImporter(GraphBuilder):
             if isinstance(v, SSAValue):
                 if v not in outputs:
                     outputs.append(v)
-                order = eager_dim_order(r.meta.get("val")) if isinstance(r, torch.fx.Node) else None
+                order = eager_dim_order(r.meta.get("val"), _through_a_permute(v)) if isinstance(r, torch.fx.Node) else None
                 slots.append(OutputSlot("tensor", outputs.index(v), dim_order=order))
             elif isinstance(v, sympy.Expr):
                 slots.append(OutputSlot("symint", expr=v))

@@ -76,3 +76,16 @@ def test_an_output_aliasing_a_misaligned_input_through_a_torch_view(dynamic):
     got, want = torch.compile(fn, backend="fusec", dynamic=dynamic)(x)[0], fn(x)[0]
     torch.testing.assert_close(got, want)
     assert (got.stride(), got.storage_offset()) == (want.stride(), want.storage_offset())
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_transposed_view_of_a_result_that_eager_returns_row_major(dynamic):
+    """Fuzzer (seed 9300): neg of a [1, n, n] input laid out column-major keeps that layout in eager, so its
+    transpose(0, 2) is row-major; fusec computed neg row-major and returned the transposed view of it."""
+    def fn(x):
+        return torch.neg(x).transpose(0, 2)
+
+    compiled = torch.compile(fn, backend="fusec", dynamic=dynamic)
+    for n in (6, 11):
+        x = torch.randn(n, n, 1, generator=torch.Generator().manual_seed(n)).permute(2, 1, 0)
+        _same(compiled(x), fn(x))
