@@ -350,7 +350,7 @@ def _cat(draw, b: _Builder) -> int | None:
 
 
 def _index(draw, b: _Builder) -> int | None:
-    """gather, index_select or x[idx], the indices a new int64 input within the dim's size at n1 (n2 > n1)."""
+    """gather, index_select, x[idx] or scatter, the indices a new int64 input within the dim's size at n1 (n2 > n1)."""
     x = _pick_if_any(draw, b, lambda v: len(v.at_n1) >= 1)  # every value may be 0-d
     if x is None:
         return None
@@ -359,13 +359,16 @@ def _index(draw, b: _Builder) -> int | None:
     dim = draw(st.integers(0, rank - 1))
     if v.at_n1[dim] < 1:
         return None
-    kind = draw(st.sampled_from(("gather", "index_select", "getitem")))
-    length = draw(st.sampled_from((1, 3, 5)))
-    if kind == "gather":
+    kind = draw(st.sampled_from(("gather", "index_select", "getitem", "scatter")))
+    # scatter: one position per line (nll_loss's backward); more could repeat a position, whose winner eager leaves undefined
+    length = 1 if kind == "scatter" else draw(st.sampled_from((1, 3, 5)))
+    if kind in ("gather", "scatter"):
         shape = [v.symbolic_dim(d, b.n1, b.n2) if d != dim else length for d in range(rank)]
         if None in shape:
             return None
         idx = b.add_input(Input(tuple(d for d in shape if d is not None), "i64", high=v.at_n1[dim]))
+        if kind == "scatter":
+            return b.try_op(f"torch.scatter({{}}, {dim}, {{}}, {draw(st.sampled_from((-1.0, 2.5)))})", (x, idx))
         return b.try_op(f"torch.gather({{}}, {dim}, {{}})", (x, idx))
     idx = b.add_input(Input((length,), "i64", high=v.at_n1[dim]))
     if kind == "index_select":
