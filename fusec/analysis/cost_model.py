@@ -24,6 +24,7 @@ group ``G`` is profitable iff ``T(G + k) < T(G) + T(k)``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class SizeHints:
     def __call__(self, expr: sympy.Basic | int) -> int:
         """The hinted value of a size expression (symbols missing from ``values`` take the default)."""
         e = sympy.sympify(expr)
+        if e.is_Integer:
+            return max(0, int(e))
         env = {name: self.values.get(name, DEFAULT_SIZE_HINT) for name in shapes.free_size_symbols([e])}
         return max(0, shapes.evaluate(e, env))
 
@@ -116,6 +119,7 @@ def element_bytes(t) -> int:
     return dtypes.of_ir(F.element_of(t)).bytes
 
 
+@functools.lru_cache(maxsize=4096)  # types repeat: the combo and liveness analyses ask for every live set
 def storage_numel(t: F.TensorType) -> sympy.Expr:
     """Elements a buffer of this type spans (its strides included)."""
     if any(d == 0 for d in t.dims):

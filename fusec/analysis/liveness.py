@@ -12,6 +12,7 @@ until it runs (fusec.analysis.collectives).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -136,7 +137,12 @@ def peak_memory_estimate(graph: F.GraphOp, size_hints: SizeHints | Mapping[str, 
 
 def moment_bytes(live: Iterable[SSAValue]) -> sympy.Expr:
     """Bytes held by a live set, as an expression over the size symbols."""
-    return sum((storage_numel(tensor_type_of(v)) * element_bytes(v.type) for v in live), sympy.Integer(0))
+    return sympy.Add(*(_type_bytes(tensor_type_of(v)) for v in live))
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_bytes(t: F.TensorType) -> sympy.Expr:
+    return storage_numel(t) * element_bytes(t)
 
 
 def provably_at_most(small: sympy.Expr, large: sympy.Expr, lower_bounds: Mapping[str, int]) -> bool:
