@@ -328,9 +328,10 @@ class SplitReductions(ModulePass):
 
     Options: min-rnumel (rows at least this long are split), max-xnumel (only kernels
     with at most this many rows), min-outer-rnumel and max-outer-xnumel (the same for
-    column reductions, whose programs each take 64 columns: 16384 columns are 256
-    programs, and 512 rows leave chunks of 64 rows for 8 splits), splits (S, a power of
-    two: the chunks each row is cut into; 0 chooses it from the sizes).
+    column reductions, whose programs each take 64 columns: 8192 columns are 128
+    programs, fewer than an H100's 132 SMs, and 512 rows leave chunks of 64 rows for 8
+    splits), splits (S, a power of two: the chunks each row is cut into; 0 chooses it
+    from the sizes).
     """
 
     name = PASS
@@ -338,7 +339,7 @@ class SplitReductions(ModulePass):
     min_rnumel: int = 4096
     max_xnumel: int = 64
     min_outer_rnumel: int = 512
-    max_outer_xnumel: int = 16384
+    max_outer_xnumel: int = 8192
     splits: int = 0
 
     def __post_init__(self) -> None:
