@@ -117,7 +117,7 @@ from fusec.dialects.graph_ops import (
 )
 from fusec.dialects.kernel_ops import ComboOp, KernelOp, KernelSchedule, LoadOp, ReduceROp, StoreOp
 from fusec.dialects.pointwise import POINTWISE_FUNCTIONS, PREDICATES, REDUCTIONS, broadcast_types, reduction_result_type
-from fusec.dialects.view_ops import ExpandOp, PermuteOp, ReshapeOp, SliceOp
+from fusec.dialects.view_ops import VIEW_OPS, ExpandOp, PermuteOp, ReshapeOp, SliceOp
 
 Fusec = Dialect(
     "fusec",
@@ -137,7 +137,7 @@ __all__ = [
     "POINTWISE_FUNCTIONS", "PREDICATES", "REDUCTIONS", "broadcast_types", "reduction_result_type",
     # graph ops and views
     "CatOp", "ConstantOp", "ExternOp", "GatherOp", "GraphOp", "IndexOp", "OutputOp", "PointwiseCanonicalization",
-    "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
+    "VIEW_OPS", "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",
     # kernel ops
     "ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "ReduceROp", "StoreOp",

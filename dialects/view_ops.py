@@ -126,3 +126,6 @@ class SliceOp(_ViewOp):
             raise VerifyException("fusec.slice: step must be positive")
         others = [e for i, e in enumerate(t.dims) if i != d]
         check_same_dims(self, [e for i, e in enumerate(out.dims) if i != d], others, "dims other than the sliced one")
+
+
+VIEW_OPS = (ReshapeOp, PermuteOp, ExpandOp, SliceOp)  # every view op: index arithmetic over its input, no data

@@ -35,8 +35,6 @@ from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
 
-_VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
-
 
 class KernelSource(Protocol):
     """What the runtime loads of a kernel (a ``TritonKernel`` or a ``TritonCombo``): its name and module source."""
@@ -202,7 +200,7 @@ class _LauncherWriter:
             return self.kernel(op)
         if isinstance(op, F.ExternOp):
             return self.extern(op)
-        if isinstance(op, _VIEWS):
+        if isinstance(op, F.VIEW_OPS):
             return self.view(op)
         if isinstance(op, F.ComboOp):
             return self.combo(op)
@@ -344,9 +342,9 @@ class _LauncherWriter:
         for v in dict.fromkeys(values):
             chain: list = []
             root = v
-            while isinstance(root.owner, _VIEWS) or _is_view_extern(root.owner):
+            while isinstance(root.owner, F.VIEW_OPS) or _is_view_extern(root.owner):
                 chain.append(root.owner)
-                root = root.owner.input if isinstance(root.owner, _VIEWS) else root.owner.inputs[0]
+                root = root.owner.input if isinstance(root.owner, F.VIEW_OPS) else root.owner.inputs[0]
             if not _is_input(root):  # an input itself, or views of one
                 continue
             src = f"given_{self.names[root]}"

@@ -209,16 +209,13 @@ class MaterializeConstant(RewritePattern):
         rewriter.replace(op, kernel)
 
 
-_VIEW_OPS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
-
-
 def _readers_past_views(value: SSAValue) -> list[Operation]:
     """The ops that read ``value``, through any views of it (index arithmetic reads an iota through a reshape:
     materialising the iota for the view would leave that arithmetic with a source that is no longer an iota)."""
     readers: list[Operation] = []
     for use in value.uses:
         reader = use.operation
-        readers += _readers_past_views(reader.results[0]) if isinstance(reader, _VIEW_OPS) else [reader]
+        readers += _readers_past_views(reader.results[0]) if isinstance(reader, F.VIEW_OPS) else [reader]
     return readers
 
 

@@ -155,7 +155,7 @@ def limit_problem(kernel: F.KernelOp, max_ops: int, max_inputs: int) -> str | No
 
 # ---------------------------------------------------------------- the graph
 
-VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)  # run as torch views between kernels and externs
+VIEWS = F.VIEW_OPS  # run as torch views between kernels and externs
 
 
 class Graph:

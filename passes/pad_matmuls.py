@@ -49,7 +49,6 @@ from fusec.dialects.attributes import TensorType
 MATMULS = frozenset({"aten.mm.default", "aten.bmm.default"})  # addmm/baddbmm reach the IR as mm/bmm + epilogue
 DEVICE_ATTR = "fusec.device"  # set by the importer: the device type the graph computes on ("cuda", "cpu", ...)
 WHEN = ("accelerator", "always", "never")
-VIEWS = (F.ReshapeOp, F.PermuteOp, F.ExpandOp, F.SliceOp)
 _GPU = GPU()  # the machine the cost rule's rates are for
 
 
@@ -136,7 +135,7 @@ class PadMatmuls(ModulePass):
         copies = ([ta] if "M" in padded or "K" in padded else []) + ([tb] if "K" in padded or "N" in padded else [])
         # The graph's output must have eager's strides, and views' types were derived from a contiguous input:
         # both read a contiguous copy of a slice with padded rows.  Kernels and other externs read it as it is.
-        copied = [use for use in result.uses if isinstance(use.operation, (F.OutputOp, *VIEWS))]
+        copied = [use for use in result.uses if isinstance(use.operation, (F.OutputOp, *F.VIEW_OPS))]
         saved, cost = _padding_gain_us(hints, t, [*t.dims[:-2], m, k, n], copies, "N" in padded and bool(copied))
         if self.cost_rule and saved <= cost:
             remarks.emit(self.name, "padding-unprofitable", f"{extern.target.data} [{_show(ta.dims)}] @ [{_show(tb.dims)}]: "

@@ -163,7 +163,7 @@ def eager_dim_order(val, row_major_too: bool = False) -> tuple[int, ...] | None:
 def _through_a_permute(value: SSAValue) -> bool:
     """Whether ``value`` is a view whose chain of views holds a permute (at run time, maybe not row-major)."""
     owner = value.owner
-    while isinstance(owner, (F.PermuteOp, F.ReshapeOp, F.SliceOp, F.ExpandOp)):
+    while isinstance(owner, F.VIEW_OPS):
         if isinstance(owner, F.PermuteOp):
             return True
         owner = owner.input.owner
