@@ -33,25 +33,20 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from fusec.base import remarks
-from fusec.base.shapes import print_expr, provably_equal, value_range
+from fusec.base.shapes import print_expr, provably_equal
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
+from fusec.passes.split_reductions import size_range
 
 PASS = "sink-gathers"
 POSITIONAL = frozenset({"iota"})  # the value is the element's position: gathering it is not iota of the gather
 
 
-def _graph_bounds(op: Operation) -> dict[str, tuple[float, float]]:
-    graph = op.parent_op()
-    while graph is not None and not isinstance(graph, F.GraphOp):
-        graph = graph.parent_op()
-    return graph.symbol_bounds if graph is not None else {}
-
-
 def _provably_shorter(index_len: sympy.Expr, input_len: sympy.Expr, op: Operation) -> bool:
-    """index_len < input_len for every size the graph's symbol bounds admit."""
-    low, _ = value_range(sympy.sympify(input_len - index_len), _graph_bounds(op), (1, float("inf")))
-    return low >= 1
+    """index_len < input_len for every size the graph's symbol bounds admit (``op`` is a graph-level op)."""
+    graph = op.parent_op()
+    assert isinstance(graph, F.GraphOp), "gathers live at graph level"
+    return size_range(sympy.sympify(input_len - index_len), graph.symbol_bounds)[0] >= 1
 
 
 class SinkGather(RewritePattern):

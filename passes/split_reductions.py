@@ -89,6 +89,10 @@ class Shape:
     after: set[SSAValue] = field(default_factory=set)
     element_stores: set[F.StoreOp] = field(default_factory=set)  # stored per (x, r): kernel A's
 
+    @property
+    def element_buffers(self) -> set[SSAValue]:
+        return {op.buffer for op in self.element_stores}
+
 
 Decline = tuple[str, str]  # (reason, message): the remark reads "split-declined: <reason>: <message>"
 
@@ -123,7 +127,7 @@ def kernel_shape(kernel: F.KernelOp) -> Shape | Decline:
             shape.per_r.update(op.results)
         if after:
             shape.after.update(op.results)
-    element_buffers = {op.buffer for op in shape.element_stores}
+    element_buffers = shape.element_buffers
     if any(isinstance(op, F.StoreOp) and op not in shape.element_stores and op.buffer in element_buffers
            for op in kernel.block.ops):
         return "mixed store", f"{describe(kernel)} stores one buffer both per (x, r) and per x"
@@ -225,9 +229,8 @@ def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: list[SSAValue], s
     xnumel, _ = kernel.domain_exprs
     bb = BodyBuilder([xnumel, splits])
     bb.map_inputs(kernel)
-    element_buffers = {op.buffer for op in shape.element_stores}
     outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs, strict=True)
-               if arg not in element_buffers}
+               if arg not in shape.element_buffers}
     parts = iter(partials)
     vm: dict[SSAValue, SSAValue] = {}
     for op in kernel.block.ops:
@@ -238,9 +241,10 @@ def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: list[SSAValue], s
             if value.type != op.result.type:
                 value = bb.add(F.PointwiseOp("convert", [value], op.result.type))
             vm[op.result] = value
-        elif isinstance(op, F.StoreOp) and op not in shape.element_stores:
-            bb.store(vm[op.value], outputs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
-        elif not isinstance(op, F.StoreOp) and not any(r in shape.per_r for r in op.results):
+        elif isinstance(op, F.StoreOp):
+            if op not in shape.element_stores:  # those are kernel A's
+                bb.store(vm[op.value], outputs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
+        elif not any(r in shape.per_r for r in op.results):
             bb.clone(op, vm, {})
     return finish(bb, kernel.sym_name.data)
 
