@@ -236,6 +236,8 @@ def run_kernel(kernel: F.KernelOp, inputs: Sequence[torch.Tensor], env: dict[str
         torch.empty_strided(_shape(t, env), [shapes.evaluate(s, env) for s in t.layout], dtype=F.torch_dtype(t), device=device)
         for t in (tensor_type_of(r) for r in kernel.outputs)
     ]
+    if xnumel == 0:  # no program runs (a Triton grid of none): loads are never made, even at constant indices
+        return outputs
     vals: dict[SSAValue, torch.Tensor] = {}
     flats: dict[SSAValue, torch.Tensor] = {a: _flat_storage(t) for a, t in zip(kernel.block.args, list(inputs) + outputs, strict=True)}
 

@@ -40,3 +40,16 @@ def test_an_empty_slice_starting_past_the_end(kernels):
     (got,) = interpreter.run(module, [x])
     want = x.sum(0, keepdim=True)[2:-1:3]
     assert got.shape == want.shape == (0,) and got.dtype == want.dtype
+
+
+def test_a_kernel_over_no_elements_makes_no_loads():
+    """``x[3:2].to(f16)`` of one element: the kernel's load index folds to the constant 3 (its domain is empty),
+    which lies past the buffer's end; a Triton grid of no programs never reads it, nor may the interpreter."""
+    body = """    %s = fusec.slice %x dim 0 start 3 step 1 : !fusec.tensor<[1], f32> -> !fusec.tensor<[0], f32>
+    %h = fusec.pointwise "convert" %s : (!fusec.tensor<[0], f32>) -> !fusec.tensor<[0], f16>
+    fusec.output %h : !fusec.tensor<[0], f16>"""
+    module = parse(graph_text("%x : !fusec.tensor<[1], f32>", "!fusec.tensor<[0], f16>", body))
+    apply_passes(module, FormKernels())
+    assert "[3] : !fusec.tensor<[1], f32>" in str(module), "the load's index folded to a constant"
+    (got,) = interpreter.run(module, [torch.randn(1, generator=torch.Generator().manual_seed(0))])
+    assert got.shape == (0,) and got.dtype == torch.float16
