@@ -153,11 +153,14 @@ def eager_dim_order(val, row_major_too: bool = False) -> tuple[int, ...] | None:
     if None in hinted_sizes or None in hinted_strides or 0 in hinted_sizes:  # unbacked: no hint, leave the layout be
         return None
     sizes, strides = cast(list[int], hinted_sizes), cast(list[int], hinted_strides)
-    order = tuple(sorted(range(val.dim()), key=lambda d: (-strides[d], d)))
-    if (order == tuple(range(val.dim())) and not row_major_too) \
-            or _dense_strides(sizes, order) != [s for s, d in zip(strides, sizes, strict=True) if d > 1]:
+    # An expanded dim (stride 0) is no part of the layout: the dense buffer under the expand is.
+    broadcast = [d for d in range(val.dim()) if strides[d] == 0 and sizes[d] > 1]
+    under = [1 if d in broadcast else n for d, n in enumerate(sizes)]
+    laid_out = sorted((d for d in range(val.dim()) if d not in broadcast), key=lambda d: (-strides[d], d))
+    if (laid_out == sorted(laid_out) and not row_major_too) \
+            or _dense_strides(under, laid_out) != [s for s, d in zip(strides, under, strict=True) if d > 1]:
         return None
-    return order
+    return (*broadcast, *laid_out)
 
 
 def _through_a_permute(value: SSAValue) -> bool:
@@ -183,7 +186,12 @@ def _dense_strides(sizes: Sequence[int], order: Sequence[int]) -> list[int]:
 
 
 def in_dim_order(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
-    """``t`` laid out in ``order`` (itself when it is already, else a copy)."""
+    """``t`` laid out in ``order`` (itself when it is already, else a copy); an expanded ``t`` stays expanded
+    over its dims of stride 0, the buffer under it laid out in ``order``."""
+    broadcast = [d for d in range(t.dim()) if t.stride(d) == 0 and t.shape[d] > 1]
+    if broadcast:
+        under = t[tuple(slice(0, 1) if d in broadcast else slice(None) for d in range(t.dim()))]
+        return in_dim_order(under, order).expand(t.shape)
     if [s for s, d in zip(t.stride(), t.shape, strict=True) if d > 1] == _dense_strides(t.shape, order):
         return t
     return torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).copy_(t)

@@ -89,3 +89,17 @@ def test_a_transposed_view_of_a_result_that_eager_returns_row_major(dynamic):
     for n in (6, 11):
         x = torch.randn(n, n, 1, generator=torch.Generator().manual_seed(n)).permute(2, 1, 0)
         _same(compiled(x), fn(x))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_expanded_result_keeps_eager_layout_under_the_expand(dynamic):
+    """Fuzzer (seed 10000): neg of a [2, 2, n] input laid out dims-reversed keeps that layout in eager, and its
+    expand(2, ...) has strides (0, 1, 2, 4); fusec returned the expand of a row-major neg (0, 12, 6, 1)."""
+    def fn(x):
+        return torch.neg(x).expand(2, -1, -1, -1), torch.neg(x)
+
+    compiled = torch.compile(fn, backend="fusec", dynamic=dynamic)
+    for n in (6, 11):
+        x = torch.randn(n, 2, 2, generator=torch.Generator().manual_seed(n)).permute(2, 1, 0)
+        for got, want in zip(compiled(x), fn(x), strict=True):
+            _same(got, want)

@@ -104,6 +104,23 @@ def test_compare_names_what_differs():
     fuzz.compare(torch.ones(1, 3), torch.ones(3, 1).t(), "strides of size-1 dims do not matter")
 
 
+def test_strides_the_trace_promised_are_accepted_where_torch_meta_disagrees_with_eager():
+    """Seed 10000: ``logical_and(0-d, transposed)`` is row-major under torch's meta function (what Dynamo traces,
+    and what Inductor returns too) but keeps the transposed layout in eager: either is accepted, no other."""
+    def fn(a, b):
+        return (torch.logical_and(a, b),)
+
+    a, b = torch.tensor(1.5), torch.randn(2, 6, generator=torch.Generator().manual_seed(0)).t()
+    want, row_major = fn(a, b)[0], fn(a, b)[0].contiguous()
+    traced = fuzz.traced_strides(fn, [a, b])
+    assert want.stride() == (1, 6) and traced == [(2, 1)]
+    fuzz.compare_all([row_major], [want], "out", traced=traced)
+    with pytest.raises(fuzz.Mismatch, match="strides"):
+        fuzz.compare(row_major, want, "out")
+    with pytest.raises(fuzz.Mismatch, match="strides"):
+        fuzz.compare(torch.empty_strided((6, 2), (1, 8), dtype=torch.bool).copy_(want), want, "out", traced=traced[0])
+
+
 def test_a_program_eager_refuses_is_invalid_not_a_finding():
     program = Program((Input((3,), "i64"),), (Op("torch.remainder({0}, 0)", (0,)),), (1,))
     with pytest.raises(fuzz.InvalidProgram):
