@@ -64,7 +64,7 @@ DESIGNED_EXTERNS = {
     "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "bernoulli", "normal", "uniform",
-    "native_dropout",
+    "native_dropout", "embedding_dense_backward",
 }
 
 
