@@ -195,30 +195,54 @@ def tensor_type_of(value: SSAValue) -> TensorType:
 
 
 def check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sympy.Expr], what: str) -> None:
-    """A verifier's check that a shape is provably the one the op computes."""
-    if len(got) != len(want) or any(not shapes.provably_equal(a, b) for a, b in zip(got, want, strict=True)):
+    """A verifier's check that a shape is provably the one the op computes (where the graph names compound
+    sizes, ``d0 = floordiv(s0 - 1, 2) + 1``, also with each name replaced by what it stands for)."""
+    if len(got) != len(want):
+        raise VerifyException(f"{op.name}: {what}: expected {len(want)} dims, got {len(got)}")
+    unproved = [(a, b) for a, b in zip(got, want, strict=True) if not shapes.provably_equal(a, b)]
+    definitions = _size_definitions(op) if unproved else {}
+    if any(not shapes.provably_equal(shapes.expand_definitions(a, definitions), shapes.expand_definitions(b, definitions))
+           for a, b in unproved):
         raise VerifyException(f"{op.name}: {what}: expected shape [{', '.join(map(print_expr, want))}], "
                               f"got [{', '.join(map(print_expr, got))}]")
 
 
+def _size_definitions(op: Operation) -> dict[str, sympy.Expr]:
+    """The derived size symbols of the graph around ``op`` (none where it is in no graph)."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(getattr(parent, "properties", {}).get("symbols"), ArrayAttr):
+        parent = parent.parent_op()
+    if parent is None:
+        return {}
+    return {s.sym.data: s.expr for s in parent.properties["symbols"].data if isinstance(s, SymbolAttr) and s.expr is not None}
+
+
 @irdl_attr_definition
 class SymbolAttr(ParametrizedAttribute):
-    """A size symbol declaration with its known bounds: ``s0 in [2, inf]``."""
+    """A size symbol declaration with its known bounds: ``s0 in [2, inf]``; a derived one also with the
+    expression it stands for, ``d0 = floordiv(s0 - 1, 2) + 1 in [1, inf]`` (fusec.frontend.derived_sizes)."""
 
     name = "fusec.sym"
 
     sym: StringAttr
     lower: IntAttr
     upper: IntAttr  # -1 stands for no upper bound
+    definition: ArrayAttr[ExprAttr]  # empty, or the one expression the symbol names
 
-    def __init__(self, sym: str, lower: int = 0, upper: int | None = None):
-        super().__init__(StringAttr(sym), IntAttr(lower), IntAttr(-1 if upper is None else upper))
+    def __init__(self, sym: str, lower: int = 0, upper: int | None = None, definition: sympy.Expr | None = None):
+        super().__init__(StringAttr(sym), IntAttr(lower), IntAttr(-1 if upper is None else upper),
+                         ArrayAttr([] if definition is None else [ExprAttr(definition)]))
+
+    @property
+    def expr(self) -> sympy.Expr | None:
+        """What a derived symbol stands for; None for a symbol of its own."""
+        return self.definition.data[0].data if self.definition.data else None
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
-            sym, lower, upper = parse_symbol_decl(parser)
-        return (StringAttr(sym), IntAttr(lower), IntAttr(upper))
+            sym, lower, upper, definition = parse_symbol_decl(parser)
+        return (StringAttr(sym), IntAttr(lower), IntAttr(upper), ArrayAttr([] if definition is None else [ExprAttr(definition)]))
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -227,21 +251,24 @@ class SymbolAttr(ParametrizedAttribute):
     @property
     def text(self) -> str:
         upper = "inf" if self.upper.data < 0 else str(self.upper.data)
-        return f"{self.sym.data} in [{self.lower.data}, {upper}]"
+        definition = f" = {print_expr(self.expr)}" if self.expr is not None else ""
+        return f"{self.sym.data}{definition} in [{self.lower.data}, {upper}]"
 
 
-def parse_symbol_decl(parser: AttrParser) -> tuple[str, int, int]:
-    """``s0 in [2, inf]`` -> (name, lower, upper), upper -1 for no bound."""
+def parse_symbol_decl(parser: AttrParser) -> tuple[str, int, int, sympy.Expr | None]:
+    """``s0 in [2, inf]`` or ``d0 = floordiv(s0, 2) in [1, inf]`` -> (name, lower, upper, definition or None),
+    upper -1 for no bound."""
     name = parser.parse_identifier(" (a size symbol)")
     if not shapes._SYMBOL_NAME.match(name) or name in shapes.INDEX_VARS:
         parser.raise_error(f"'{name}' is not a valid size symbol name")
+    definition = parse_expr(parser) if parser.parse_optional_punctuation("=") else None
     parser.parse_keyword("in")
     parser.parse_punctuation("[")
     lower = parser.parse_integer(allow_negative=False)
     parser.parse_punctuation(",")
     upper = -1 if parser.parse_optional_keyword("inf") else parser.parse_integer(allow_negative=False)
     parser.parse_punctuation("]")
-    return name, lower, upper
+    return name, lower, upper, definition
 
 
 @irdl_attr_definition

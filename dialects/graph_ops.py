@@ -98,6 +98,11 @@ class GraphOp(IRDLOperation):
         return {s.sym.data: s for s in self.symbols.data}
 
     @property
+    def symbol_definitions(self) -> dict[str, sympy.Expr]:
+        """Derived size symbols and what each stands for (``d0 = floordiv(s0 - 1, 2) + 1``)."""
+        return {name: s.expr for name, s in self.declared_symbols.items() if s.expr is not None}
+
+    @property
     def symbol_bounds(self) -> dict[str, tuple[float, float]]:
         """Each size symbol's declared [lower, upper] (upper may be inf)."""
         return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in self.declared_symbols.items()}
@@ -131,7 +136,7 @@ class GraphOp(IRDLOperation):
         symbols: list[SymbolAttr] = []
         if parser.parse_optional_keyword("symbols"):
             decls = parser.parse_comma_separated_list(parser.Delimiter.PAREN, lambda: parse_symbol_decl(parser))
-            symbols = [SymbolAttr(n, lo, None if hi < 0 else hi) for n, lo, hi in decls]
+            symbols = [SymbolAttr(n, lo, None if hi < 0 else hi, d) for n, lo, hi, d in decls]
         region = parser.parse_region(args)
         return GraphOp(name, [a.type for a in args], outputs, symbols, region)
 
@@ -144,6 +149,17 @@ class GraphOp(IRDLOperation):
         if [v.type for v in last.values] != list(self.function_type.outputs.data):
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: fusec.output types do not match the declared outputs")
         declared = set(self.declared_symbols)
+        for name, definition in self.symbol_definitions.items():
+            undeclared = shapes.free_size_symbols([definition]) - declared
+            if undeclared or name in shapes.free_size_symbols([definition]):
+                raise VerifyException(f"fusec.graph @{self.sym_name.data}: size symbol '{name}' is defined by "
+                                      f"{print_expr(definition)}, which uses "
+                                      f"{', '.join(sorted(undeclared)) + ' (not declared)' if undeclared else 'itself'}")
+        try:
+            for definition in self.symbol_definitions.values():
+                shapes.expand_definitions(definition, self.symbol_definitions)
+        except ValueError as e:
+            raise VerifyException(f"fusec.graph @{self.sym_name.data}: {e}") from None
         for op in self.walk():
             for name, value in op_symbol_uses(op):
                 if name not in declared:

@@ -397,6 +397,9 @@ class _LauncherWriter:
         """``s0 = arg0.shape[0]`` for every symbol the code uses, as the graph's bind plan says (and in its order)."""
         lines = []
         for b in bind_plan(self.graph).bindings_for(self.used_symbols):
+            if b.place is None:  # a derived symbol: computed from those bound before it
+                lines.append(f"{b.symbol} = {python_expr(b.definition)}")
+                continue
             arg, d = self.names[args[b.place.input]], b.place.index
             value = f"{arg}.shape[{d}]" if b.place.kind == "dim" else f"{arg}.stride({d})"
             lines.append(f"{b.symbol} = {_solve_linear(value, b.coeff, b.offset)}")

@@ -25,7 +25,7 @@ the FX arguments.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -65,17 +65,30 @@ class Place:
 
 @dataclass(frozen=True)
 class Binding:
-    """``symbol = (value of place - offset) // coeff``: the place's expression is ``coeff*symbol + offset``."""
+    """``symbol = (value of place - offset) // coeff``: the place's expression is ``coeff*symbol + offset``;
+    or, for a derived symbol no place gives, ``symbol = definition`` over symbols bound before it."""
 
     symbol: str
-    place: Place
+    place: Place | None
     coeff: sympy.Expr
     offset: sympy.Expr
+    definition: sympy.Expr | None = None
 
     @property
     def is_direct(self) -> bool:
         """The place is the symbol itself: nothing to solve, nothing to check."""
-        return self.coeff == 1 and self.offset == 0
+        return self.place is not None and self.coeff == 1 and self.offset == 0
+
+    @property
+    def uses(self) -> set[str]:
+        """The symbols this binding computes with."""
+        return shapes.free_size_symbols([self.coeff, self.offset] + ([self.definition] if self.definition is not None else []))
+
+    def evaluate(self, tensors: Sequence, scalars: Sequence[int], env: dict[str, int]) -> int:
+        if self.place is None:
+            assert self.definition is not None, "a binding without a place has a definition"
+            return shapes.evaluate(self.definition, env)
+        return self.solve(self.place.read(tensors, scalars), env)
 
     def solve(self, value: int, env: dict[str, int]) -> int:
         if self.is_direct:
@@ -112,7 +125,7 @@ class BindPlan:
         for b in reversed(self.bindings):
             if b.symbol in wanted or b.symbol in needed:
                 needed.add(b.symbol)
-                needed |= shapes.free_size_symbols([b.coeff, b.offset])
+                needed |= b.uses
         return tuple(b for b in self.bindings if b.symbol in needed)
 
     def bind(self, tensors: Sequence, scalars: Sequence[int] = (), check: bool = True) -> dict[str, int]:
@@ -132,7 +145,7 @@ class BindPlan:
                     raise InputMismatch(f"@{self.graph}: input {i} has {len(t.shape)} dims {list(t.shape)}, its type has {rank}")
         env: dict[str, int] = {}
         for b in self.bindings:
-            env[b.symbol] = b.solve(b.place.read(tensors, scalars), env)
+            env[b.symbol] = b.evaluate(tensors, scalars, env)
         if check:
             for place in self.checks:
                 if place.kind != "stride":
@@ -143,21 +156,24 @@ class BindPlan:
         self.require(shapes.free_size_symbols([place.expr]))
         want = shapes.evaluate(place.expr, env)
         if actual != want:
-            sources = {b.symbol: b.place for b in self.bindings}
+            sources = {b.symbol: b.place.describe() if b.place else shapes.print_expr(b.definition) for b in self.bindings}
             used = sorted(shapes.free_size_symbols([place.expr]), key=shapes.natural_key)
-            where = f" ({', '.join(f'{s} = {env[s]} from {sources[s].describe()}' for s in used)})" if used else ""
+            where = f" ({', '.join(f'{s} = {env[s]} from {sources[s]}' for s in used)})" if used else ""
             raise InputMismatch(f"@{self.graph}: {place.describe()} is {actual}, but its type says "
                                 f"{shapes.print_expr(place.expr)} = {want}{where}")
 
 
 def bind_plan(graph: F.GraphOp, scalars: Sequence[sympy.Expr] = ()) -> BindPlan:
     """The plan for a graph's block arguments (and ``scalars``: the expressions of extra SymInt arguments)."""
-    return make_plan(graph.sym_name.data, [a.type for a in graph.block.args], graph.declared_symbols, scalars)
+    return make_plan(graph.sym_name.data, [a.type for a in graph.block.args], graph.declared_symbols, scalars,
+                     graph.symbol_definitions)
 
 
 def make_plan(name: str, input_types: Sequence[Attribute], symbols: Iterable[str],
-              scalars: Sequence[sympy.Expr] = ()) -> BindPlan:
-    """The plan for inputs of ``input_types`` and scalar arguments holding ``scalars``, binding ``symbols``."""
+              scalars: Sequence[sympy.Expr] = (), definitions: Mapping[str, sympy.Expr] | None = None) -> BindPlan:
+    """The plan for inputs of ``input_types`` and scalar arguments holding ``scalars``, binding ``symbols``
+    (a derived symbol, one of ``definitions``, from a place where one gives it, else from its definition)."""
+    definitions = definitions or {}
     tensor_types = [t for t in input_types if isinstance(t, F.TensorType)]
     if len(tensor_types) != len(input_types):
         raise TypeError(f"@{name}: every input must be a !fusec.tensor, got {', '.join(map(str, input_types))}")
@@ -167,7 +183,8 @@ def make_plan(name: str, input_types: Sequence[Attribute], symbols: Iterable[str
     pending = sorted(symbols, key=shapes.natural_key)
     bindings: list[Binding] = []
     while pending:
-        found = _direct(pending, places) or _linear(pending, {b.symbol for b in bindings}, places)
+        bound = {b.symbol for b in bindings}
+        found = _direct(pending, places) or _linear(pending, bound, places) or _derived(pending, bound, definitions)
         if found is None:
             break
         bindings.append(found)
@@ -175,6 +192,14 @@ def make_plan(name: str, input_types: Sequence[Attribute], symbols: Iterable[str
     direct = {b.place for b in bindings if b.is_direct}
     checks = tuple(p for p in places if p not in direct)
     return BindPlan(name, tuple(t.rank for t in tensor_types), len(scalars), tuple(bindings), checks, tuple(pending))
+
+
+def _derived(pending: list[str], bound: set[str], definitions: Mapping[str, sympy.Expr]) -> Binding | None:
+    """The first pending derived symbol whose definition uses only bound symbols."""
+    for sym in pending:
+        if sym in definitions and shapes.free_size_symbols([definitions[sym]]) <= bound:
+            return Binding(sym, None, sympy.Integer(1), sympy.Integer(0), definitions[sym])
+    return None
 
 
 def _direct(pending: list[str], places: list[Place]) -> Binding | None:

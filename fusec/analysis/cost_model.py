@@ -47,7 +47,7 @@ DEFAULT_SIZE_HINT = 8192
 
 @dataclass(frozen=True)
 class SizeHints:
-    """A value for each size symbol, and where it came from ("option", "lower-bound", "default")."""
+    """A value for each size symbol, and where it came from ("option", "derived", "lower-bound", "default")."""
 
     values: Mapping[str, int]
     origin: Mapping[str, str] = field(default_factory=dict)
@@ -102,9 +102,13 @@ def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = N
                 used |= shapes.free_size_symbols(r.type.dims)
     values: dict[str, int] = {}
     origin: dict[str, str] = {}
-    for s in sorted(used):
+    definitions = graph.symbol_definitions
+    used |= shapes.free_size_symbols(definitions.values())
+    for s in sorted(used, key=lambda s: s in definitions):  # a derived size after the sizes it is computed from
         if s in overrides:
             values[s], origin[s] = overrides[s], "option"
+        elif s in definitions and shapes.free_size_symbols([definitions[s]]) <= set(values):
+            values[s], origin[s] = max(shapes.evaluate(definitions[s], values), 1), "derived"
         elif s in declared and declared[s].lower.data > 1:
             values[s], origin[s] = declared[s].lower.data, "lower-bound"
         else:

@@ -484,3 +484,13 @@ def natural_key(name: str) -> tuple[str, int]:
     head = name.rstrip("0123456789")
     tail = name[len(head):]
     return head, int(tail) if tail else -1
+
+
+def expand_definitions(e: sympy.Expr, definitions: Mapping[str, sympy.Expr]) -> sympy.Expr:
+    """``e`` with every derived symbol replaced by its definition, down to the symbols it starts from."""
+    for _ in range(len(definitions) + 1):
+        used = {size_symbol(s): d for s, d in definitions.items() if s in free_size_symbols([e])}
+        if not used:
+            return e
+        e = e.xreplace(used)
+    raise ValueError("size symbol definitions refer to each other in a cycle")

@@ -113,6 +113,7 @@ class GraphBuilder:
         self.externs: list[str] = []
         self.shape_env = None
         self.device = torch.device("cpu")
+        self.derived: Callable[[sympy.Expr], sympy.Expr] | None = None  # names compound sizes (derived_sizes)
 
     def at(self, node: torch.fx.Node) -> None:
         self.node = node
@@ -128,10 +129,11 @@ class GraphBuilder:
         if isinstance(value, torch.SymInt):
             value = value.node.expr
         try:
-            return check_printable(int_expr(value))
+            expr = check_printable(int_expr(value))
         except UnsupportedExpr as e:
             assert self.node is not None, "at() sets the node"
             raise UnsupportedGraph(f"FX node {self.node.name}: {e}") from None
+        return self.derived(expr) if self.derived is not None else expr
 
     def scalar_of(self, val):
         """A non-tensor meta value: int/SymInt -> size expression, SymFloat -> SymFloat, else itself."""

@@ -37,6 +37,8 @@ from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
 from fusec.frontend.aten_ops import lower_call
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
+from fusec.frontend.derived_sizes import DerivedSizes
+from fusec.frontend.derived_sizes import bounds as derived_bounds
 from fusec.frontend.exprs import symbol_bounds
 
 __all__ = ["ImportInfo", "InputSlot", "OutputSlot", "SymFloat", "UnsupportedGraph", "element_type", "import_graph",
@@ -90,6 +92,7 @@ class ImportInfo:
     carriers: tuple[str, ...] = ()  # symbols passed as size-carrier inputs, in order
     device: torch.device = torch.device("cpu")  # where the FX graph's tensors live
     constants_stay: tuple[bool, ...] = ()  # per constant: read only by torch calls on its own device (eager's CPU math)
+    definitions: dict[str, sympy.Expr] = field(default_factory=dict)  # derived size symbols (derived_sizes)
     _moved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tensor_inputs(self, args: Sequence, symbols: dict[str, int] | None = None) -> list[torch.Tensor]:
@@ -114,7 +117,8 @@ class ImportInfo:
     def plan(self) -> BindPlan:
         """How the arguments give every symbol: the tensors' dims and strides (before the carriers), the SymInts."""
         types = self.input_types[:len(self.input_types) - len(self.carriers)]
-        return make_plan(self.graph_name, types, self.symbols, [s.expr for s in self.inputs if s.kind == "symint"])
+        return make_plan(self.graph_name, types, self.symbols, [s.expr for s in self.inputs if s.kind == "symint"],
+                         self.definitions)
 
     def bind_symbols(self, args: Sequence) -> dict[str, int]:
         """Every declared symbol's value from the FX graph's arguments (the importer made sure the plan finds all)."""
@@ -237,6 +241,7 @@ class GraphImporter(GraphBuilder):
         _ensure_meta(self.gm, self.example_inputs)
         self.device = _graph_device(self.gm)
         self.shape_env = _find_shape_env(self.gm, self.example_inputs)
+        self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values())
         placeholders = self._placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         for i, node in enumerate(placeholders):
             self.at(node)
@@ -257,23 +262,24 @@ class GraphImporter(GraphBuilder):
         output_op.location = self._location
         self.block.add_op(output_op)
         symbols = self._declared_symbols()
-        carriers = self._add_size_carriers(symbols)
+        definitions = {s: d for s, d in self.derived_sizes.definitions.items() if s in symbols}
+        carriers = self._add_size_carriers(symbols, definitions)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
-                          [F.SymbolAttr(s, *bounds) for s, bounds in symbols.items()], Region(self.block))
+                          [F.SymbolAttr(s, *bounds, definitions.get(s)) for s, bounds in symbols.items()], Region(self.block))
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes["fusec.device"] = StringAttr(self.device.type)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
-                          tuple(output_slots), symbols, self._size_hints(symbols), tuple(self.externs), carriers,
-                          self.device, tuple(self.constants_stay))
+                          tuple(output_slots), symbols, self._size_hints(symbols, definitions), tuple(self.externs), carriers,
+                          self.device, tuple(self.constants_stay), definitions)
         try:
             info.plan.require(symbols)
         except UnboundSymbol as e:
             raise UnsupportedGraph(str(e)) from None
         return ModuleOp([graph]), info
 
-    def _add_size_carriers(self, symbols: dict) -> tuple[str, ...]:
+    def _add_size_carriers(self, symbols: dict, definitions: dict[str, sympy.Expr]) -> tuple[str, ...]:
         """One carrier input per symbol that the tensor inputs do not give (a backward graph's sizes)."""
-        missing = set(make_plan(self.name, [a.type for a in self.block.args], symbols).missing)
+        missing = set(make_plan(self.name, [a.type for a in self.block.args], symbols, (), definitions).missing)
         carriers = tuple(s for s in symbols if s in missing)
         for s in carriers:
             carrier = F.TensorType([shapes.symbol(s)], F.I8, [0])
@@ -356,13 +362,22 @@ class GraphImporter(GraphBuilder):
             used += sorted(shapes.free_size_symbols(tensor_type_of(arg).dims + tensor_type_of(arg).layout))
         for op in self.block.walk():
             used += sorted({name for name, _ in F.op_symbol_uses(op)})
+        definitions = self.derived_sizes.definitions
+        for name in list(dict.fromkeys(used)):  # a derived symbol's definition needs its symbols declared too
+            if name in definitions:
+                used += sorted(shapes.free_size_symbols([definitions[name]]))
         ranges = {str(k): v for k, v in getattr(self.shape_env, "var_to_range", {}).items()}
         backed = self._backed_values()
         declared: dict[str, tuple[int, int | None]] = {}
         for name in dict.fromkeys(used):
+            if name in definitions:
+                continue
             if self.shape_env is not None and name not in backed:
                 raise UnsupportedGraph(f"size symbol {name} is data-dependent (unbacked): fusec cannot bind it from the inputs")
             declared[name] = symbol_bounds(ranges[name]) if name in ranges else (0, None)
+        for name in definitions:  # in the order they were named: each in terms of those before it
+            if name in used:
+                declared[name] = derived_bounds(definitions[name], declared)
         return declared
 
     def _backed_values(self) -> dict[str, int]:
@@ -374,9 +389,13 @@ class GraphImporter(GraphBuilder):
             table = env.var_to_val
         return {str(k): int(v) for k, v in table.items()}
 
-    def _size_hints(self, symbols) -> dict[str, int]:
-        backed = self._backed_values()
-        return {s: backed[s] for s in symbols if s in backed}
+    def _size_hints(self, symbols, definitions: dict[str, sympy.Expr]) -> dict[str, int]:
+        hints = {s: v for s, v in self._backed_values().items() if s in symbols or any(
+            s in shapes.free_size_symbols([d]) for d in definitions.values())}
+        for name, definition in definitions.items():
+            if shapes.free_size_symbols([definition]) <= set(hints):
+                hints[name] = shapes.evaluate(definition, hints)
+        return {s: v for s, v in hints.items() if s in symbols}
 
 
 def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:

@@ -70,9 +70,16 @@ CASES = {
     %n = fusec.symbolic s0 : {I64}""", "s0 in [4, inf]"),
         lambda s, seed: ([a := _randn(8, s["s0"], seed=seed)[:, :4].t(), b := _randn(4, 8, seed=seed + 1)],
                          [a + b, a.sum(1), torch.tensor(s["s0"])])),
+    # a derived symbol (a strided conv's size): no input gives it, its definition does
+    "derived": (_graph(f"%a : {T('s0')}", [("%e", T("d0")), ("%n", I64)], f"""
+    %h = fusec.slice %a dim 0 start 0 step 2 : {T('s0')} -> {T('d0', '2')}
+    %e = fusec.pointwise "exp" %h : ({T('d0', '2')}) -> {T('d0')}
+    %n = fusec.symbolic d0*d0 + s0 : {I64}""", "s0 in [1, inf], d0 = floordiv(s0 - 1, 2) + 1 in [1, inf]"),
+        lambda s, seed: ([a := _randn(s["s0"], seed=seed)], [a[::2].exp(), torch.tensor(len(a[::2]) ** 2 + s["s0"])])),
 }
 SIZES = {"twice-s0": [{"s0": 3}, {"s0": 8}], "s0-minus-one": [{"s0": 2}, {"s0": 9}],
-         "s0-and-four-s1": [{"s0": 3, "s1": 2}, {"s0": 5, "s1": 7}], "stride-only": [{"s0": 4}, {"s0": 11}]}
+         "s0-and-four-s1": [{"s0": 3, "s1": 2}, {"s0": 5, "s1": 7}], "stride-only": [{"s0": 4}, {"s0": 11}],
+         "derived": [{"s0": 5}, {"s0": 8}]}
 
 
 def _default_pipeline(text: str):
@@ -110,6 +117,7 @@ def test_the_launcher_prints_the_plan():
     assert "s0 = (arg0.shape[0] + 1)\n" in sources["s0-minus-one"]
     assert "s0 = arg0.shape[0]\n    s1 = arg0.shape[1] // 4\n" in sources["s0-and-four-s1"]
     assert "s0 = arg0.stride(1)\n" in sources["stride-only"]
+    assert "s0 = arg0.shape[0]\n    d0 = ((s0 - 1) // 2) + 1\n" in sources["derived"]
 
 
 # ---------------------------------------------------------------- wrong inputs

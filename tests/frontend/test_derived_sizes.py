@@ -1,0 +1,112 @@
+"""Compound sizes named by derived symbols (fusec/frontend/derived_sizes.py): the naming, the IR's text form and
+verifier, and a dynamic conv net whose strided sizes used to nest without end in index arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+import torch
+from xdsl.utils.exceptions import VerifyException
+
+from fusec.base import shapes
+from fusec.frontend.derived_sizes import DerivedSizes, bounds, is_compound
+from fusec.testing import parse
+
+s0, s1 = shapes.size_symbol("s0"), shapes.size_symbol("s1")
+d0, d1 = shapes.size_symbol("d0"), shapes.size_symbol("d1")
+half = shapes.FloorDiv(s0 - 1, 2) + 1  # a stride-2 conv's output size
+
+
+def test_a_compound_size_gets_a_name_and_its_strides_become_monomials():
+    derived = DerivedSizes()
+    assert derived(half) == d0
+    assert derived.definitions == {"d0": half}
+    assert derived(64 * half**2) == 64 * d0**2  # the stride of a [n, 64, h, h] tensor
+    assert derived(sympy.expand(64 * half**2)) == 64 * d0**2  # already expanded: still a monomial
+    assert derived(s0 * half) == s0 * d0
+    assert derived(s0 + 1) == s0 + 1  # polynomials stay as they are
+    assert derived(half) == d0  # the same size, the same name
+
+
+def test_a_size_of_a_derived_size_is_named_in_its_terms():
+    derived = DerivedSizes()
+    derived(half)
+    quarter = shapes.FloorDiv(half - 1, 2) + 1  # a second strided conv: written in terms of d0
+    assert derived(quarter) == d1
+    assert derived.definitions["d1"] == shapes.FloorDiv(s0 - 1, 4) + 1  # sympy folds the nested floordiv
+    assert derived(half * quarter) == d0 * d1
+
+
+def test_names_the_shape_environment_uses_are_skipped():
+    assert DerivedSizes(taken={"d0"})(half) == d1
+
+
+def test_bounds_follow_the_symbols_where_the_size_grows_with_them():
+    assert bounds(half, {"s0": (2, None)}) == (1, None)
+    assert bounds(half, {"s0": (3, 11)}) == (2, 6)
+    assert bounds(sympy.Max(s0, s1), {"s0": (2, 4), "s1": (5, 9)}) == (5, 9)
+    assert bounds(shapes.Mod(s0, 4) + 1, {"s0": (2, 9)}) == (0, None)  # not monotone: nothing claimed
+    assert is_compound(half) and not is_compound(s0 * s1 + 3) and not is_compound(shapes.FloorDiv(sympy.Integer(7), 2))
+
+
+def _graph(symbols: str, dims: str = "d0") -> str:
+    return f"""builtin.module {{
+  fusec.graph @g(%a : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[{dims}], f32, strides [2]>) symbols({symbols}) {{
+    %h = fusec.slice %a dim 0 start 0 step 2 : !fusec.tensor<[s0], f32> -> !fusec.tensor<[{dims}], f32, strides [2]>
+    fusec.output %h : !fusec.tensor<[{dims}], f32, strides [2]>
+  }}
+}}"""
+
+
+def test_the_text_form_round_trips_and_the_slice_verifier_sees_through_the_name():
+    text = _graph("s0 in [1, inf], d0 = floordiv(s0 - 1, 2) + 1 in [1, inf]")
+    module = parse(text)
+    module.verify()
+    assert "d0 = floordiv(s0 - 1, 2) + 1 in [1, inf]" in str(module)
+    assert str(parse(str(module))) == str(module)
+
+
+@pytest.mark.parametrize("symbols, message", [
+    ("s0 in [1, inf], d0 = floordiv(s1 - 1, 2) + 1 in [1, inf]", r"uses s1 \(not declared\)"),
+    ("s0 in [1, inf], d0 = floordiv(d0 - 1, 2) + 1 in [1, inf]", "uses itself"),
+])
+def test_a_bad_definition_is_a_verify_error(symbols, message):
+    with pytest.raises(VerifyException, match=message):
+        parse(_graph(symbols)).verify()
+
+
+def test_definitions_that_refer_to_each_other_are_a_cycle():
+    symbols = "s0 in [1, inf], d0 = d1 + 1 in [1, inf], d1 = d0 + 1 in [1, inf]"
+    with pytest.raises(VerifyException, match="cycle"):
+        parse(_graph(symbols, dims="floordiv(s0 - 1, 2) + 1")).verify()
+
+
+class _StridedNet(torch.nn.Module):
+    """Two stride-2 convolutions, a pool and pointwise ops between: the sizes a ResNet's stages make."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.b = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x)) * 2 + 1
+        h = torch.nn.functional.max_pool2d(h, 3, stride=2, padding=1)
+        h = torch.relu(self.b(h)).flatten(2).transpose(1, 2)
+        return h.softmax(-1), h.mean((1, 2))
+
+
+def test_a_dynamic_strided_conv_net_names_its_sizes_and_matches_eager(tmp_path, monkeypatch, fresh_dynamo):
+    monkeypatch.setenv("FUSEC_DUMP_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    net = _StridedNet().eval()
+    compiled = torch.compile(net, backend="fusec", dynamic=True)
+    with torch.no_grad():
+        for n, side in ((2, 17), (3, 30)):
+            x = torch.randn(n, 3, side, side, generator=torch.Generator().manual_seed(side))
+            for got, want in zip(compiled(x), net(x), strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    (imported,) = tmp_path.glob("*/imported.mlir")
+    _, header, body = imported.read_text().split("\n", 2)
+    assert "d0 = floordiv(s" in header and "d1 = " in header  # the graph declares what each name stands for
+    assert "floordiv" not in body  # every type is written in the names
