@@ -212,9 +212,10 @@ def _size_definitions(op: Operation) -> dict[str, sympy.Expr]:
     parent = op.parent_op()
     while parent is not None and not isinstance(getattr(parent, "properties", {}).get("symbols"), ArrayAttr):
         parent = parent.parent_op()
-    if parent is None:
+    symbols = parent.properties["symbols"] if parent is not None else None
+    if not isinstance(symbols, ArrayAttr):
         return {}
-    return {s.sym.data: s.expr for s in parent.properties["symbols"].data if isinstance(s, SymbolAttr) and s.expr is not None}
+    return {s.sym.data: s.expr for s in symbols.data if isinstance(s, SymbolAttr) and s.expr is not None}
 
 
 @irdl_attr_definition

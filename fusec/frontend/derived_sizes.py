@@ -80,9 +80,10 @@ def bounds(definition: sympy.Expr, symbol_bounds: Mapping[str, tuple[int, int | 
     lows = {s: symbol_bounds.get(s, (1, None))[0] for s in names}
     low = max(shapes.evaluate(definition, lows), 0)
     highs = {s: symbol_bounds.get(s, (1, None))[1] for s in names}
-    if any(v is None for v in highs.values()):
+    finite = {s: v for s, v in highs.items() if v is not None}
+    if len(finite) < len(highs):
         return low, None
-    return low, shapes.evaluate(definition, highs)
+    return low, shapes.evaluate(definition, finite)
 
 
 def _grows(e: sympy.Expr) -> bool:
