@@ -229,10 +229,17 @@ class SymbolAttr(ParametrizedAttribute):
     lower: IntAttr
     upper: IntAttr  # -1 stands for no upper bound
     definition: ArrayAttr[ExprAttr]  # empty, or the one expression the symbol names
+    hint: IntAttr  # the example value the graph was traced with (schedules may be chosen for it); -1: none
 
-    def __init__(self, sym: str, lower: int = 0, upper: int | None = None, definition: sympy.Expr | None = None):
+    def __init__(self, sym: str, lower: int = 0, upper: int | None = None, definition: sympy.Expr | None = None,
+                 hint: int | None = None):
         super().__init__(StringAttr(sym), IntAttr(lower), IntAttr(-1 if upper is None else upper),
-                         ArrayAttr([] if definition is None else [ExprAttr(definition)]))
+                         ArrayAttr([] if definition is None else [ExprAttr(definition)]), IntAttr(-1 if hint is None else hint))
+
+    @property
+    def example(self) -> int | None:
+        """The size the graph was traced with, where the importer knew it (``s0 in [2, inf] hint 16``)."""
+        return None if self.hint.data < 0 else self.hint.data
 
     @property
     def expr(self) -> sympy.Expr | None:
@@ -242,8 +249,9 @@ class SymbolAttr(ParametrizedAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
-            sym, lower, upper, definition = parse_symbol_decl(parser)
-        return (StringAttr(sym), IntAttr(lower), IntAttr(upper), ArrayAttr([] if definition is None else [ExprAttr(definition)]))
+            sym, lower, upper, definition, hint = parse_symbol_decl(parser)
+        return (StringAttr(sym), IntAttr(lower), IntAttr(upper), ArrayAttr([] if definition is None else [ExprAttr(definition)]),
+                IntAttr(-1 if hint is None else hint))
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -253,12 +261,13 @@ class SymbolAttr(ParametrizedAttribute):
     def text(self) -> str:
         upper = "inf" if self.upper.data < 0 else str(self.upper.data)
         definition = f" = {print_expr(self.expr)}" if self.expr is not None else ""
-        return f"{self.sym.data}{definition} in [{self.lower.data}, {upper}]"
+        hint = f" hint {self.example}" if self.example is not None else ""
+        return f"{self.sym.data}{definition} in [{self.lower.data}, {upper}]{hint}"
 
 
-def parse_symbol_decl(parser: AttrParser) -> tuple[str, int, int, sympy.Expr | None]:
-    """``s0 in [2, inf]`` or ``d0 = floordiv(s0, 2) in [1, inf]`` -> (name, lower, upper, definition or None),
-    upper -1 for no bound."""
+def parse_symbol_decl(parser: AttrParser) -> tuple[str, int, int, sympy.Expr | None, int | None]:
+    """``s0 in [2, inf]``, ``d0 = floordiv(s0, 2) in [1, inf]``, ``s0 in [2, inf] hint 16`` -> (name, lower,
+    upper, definition or None, hint or None), upper -1 for no bound."""
     name = parser.parse_identifier(" (a size symbol)")
     if not shapes._SYMBOL_NAME.match(name) or name in shapes.INDEX_VARS:
         parser.raise_error(f"'{name}' is not a valid size symbol name")
@@ -269,7 +278,8 @@ def parse_symbol_decl(parser: AttrParser) -> tuple[str, int, int, sympy.Expr | N
     parser.parse_punctuation(",")
     upper = -1 if parser.parse_optional_keyword("inf") else parser.parse_integer(allow_negative=False)
     parser.parse_punctuation("]")
-    return name, lower, upper, definition
+    hint = parser.parse_integer(allow_negative=False) if parser.parse_optional_keyword("hint") else None
+    return name, lower, upper, definition, hint
 
 
 @irdl_attr_definition

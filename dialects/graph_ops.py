@@ -136,7 +136,7 @@ class GraphOp(IRDLOperation):
         symbols: list[SymbolAttr] = []
         if parser.parse_optional_keyword("symbols"):
             decls = parser.parse_comma_separated_list(parser.Delimiter.PAREN, lambda: parse_symbol_decl(parser))
-            symbols = [SymbolAttr(n, lo, None if hi < 0 else hi, d) for n, lo, hi, d in decls]
+            symbols = [SymbolAttr(n, lo, None if hi < 0 else hi, d, h) for n, lo, hi, d, h in decls]
         region = parser.parse_region(args)
         return GraphOp(name, [a.type for a in args], outputs, symbols, region)
 

@@ -28,7 +28,9 @@ are split; a kernel worth splitting by size but not of that form stays as it is,
 per (x, r) that needs a reduction, like ``x - mean``), ``mixed store`` (one buffer
 stored both per (x, r) and per x), ``dependent reductions`` (a reduction's input needs
 another reduction: softmax-like phases), ``unproven size`` (symbolic sizes whose
-bounds do not prove long and few rows).
+bounds do not prove long and few rows, nor the sizes the graph was traced with: where the
+graph's symbols carry those, ``s0 in [2, inf] hint 16``, a split they make worth it is made, with a
+``split-on-example`` remark, and its number of chunks is chosen for them too).
 
 Column reductions (``x.sum(0)``: neighbouring x are neighbouring addresses) have their
 own thresholds: each of their programs takes 64 columns, so ``[1024, 3072]`` (a bias
@@ -53,7 +55,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.base import remarks
 from fusec.base.remarks import describe
-from fusec.base.shapes import FloorDiv, Mod, print_expr, value_range
+from fusec.base.shapes import FloorDiv, Mod, evaluate, free_size_symbols, print_expr, value_range
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, substitute
 from fusec.passes.kernel_merge import BodyBuilder
@@ -71,6 +73,19 @@ MAX_SPLITS = 1024
 
 
 # ---------------------------------------------------------------- sizes
+
+
+def example_sizes(graph: F.GraphOp, exprs: tuple[sympy.Expr, ...]) -> tuple[int, ...] | None:
+    """The values of ``exprs`` at the sizes the graph was traced with (its symbols' hints), None where a
+    symbol has none (hand-written IR; an option or a bound is then all there is)."""
+    symbols = graph.declared_symbols
+    examples: dict[str, int] = {}
+    for name in sorted(free_size_symbols(exprs)):
+        value = symbols[name].example if name in symbols else None
+        if value is None:
+            return None
+        examples[name] = value
+    return tuple(evaluate(e, examples) for e in exprs)
 
 
 def size_range(e: sympy.Expr, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
@@ -296,6 +311,9 @@ class SplitReduction(RewritePattern):
         bounds = graph.symbol_bounds
         xnumel, rnumel = op.domain_exprs
         rows, length = size_range(xnumel, bounds)[1], size_range(rnumel, bounds)[0]
+        examples = example_sizes(graph, (xnumel, rnumel))
+        if examples is not None:  # chosen for the sizes the graph was traced with; correct at every size
+            rows, length = examples
         programs = max(1, math.ceil(min(rows, 2**40) / (OUTER_COLUMNS if outer else 1)))
         splits = MAX_SPLITS
         while splits > 2 and (programs * splits > 2 * TARGET_PROGRAMS
@@ -315,6 +333,17 @@ class SplitReduction(RewritePattern):
         min_rnumel = o.min_outer_rnumel if outer else o.min_rnumel
         if rhi < min_rnumel or xlo > max_xnumel:
             return ""
+        if rlo < min_rnumel or xhi > max_xnumel:
+            # Unproven for every size: decide for the sizes the graph was traced with (a split is correct at
+            # any size; only its speed depends on the sizes), and say so.
+            examples = example_sizes(graph, (xnumel, rnumel))
+            if examples is not None:
+                rows, length = examples
+                if length >= min_rnumel and rows <= max_xnumel:
+                    remarks.emit(PASS, "split-on-example", f"{describe(op)}: [{print_expr(xnumel)}, {print_expr(rnumel)}] "
+                                 f"is [{rows}, {length}] at the sizes the graph was traced with; not provably worth "
+                                 "splitting at every size", op)
+                    return None
         if rlo < min_rnumel:
             option = "min-outer-rnumel" if outer else "min-rnumel"
             return "unproven size", (f"{describe(op)} has rnumel {print_expr(rnumel)}, as small as {rlo} by the "

@@ -47,7 +47,7 @@ DEFAULT_SIZE_HINT = 8192
 
 @dataclass(frozen=True)
 class SizeHints:
-    """A value for each size symbol, and where it came from ("option", "derived", "lower-bound", "default")."""
+    """A value for each size symbol, and where it came from ("option", "example", "derived", "lower-bound", "default")."""
 
     values: Mapping[str, int]
     origin: Mapping[str, str] = field(default_factory=dict)
@@ -84,8 +84,9 @@ def parse_size_hints(entries: Iterable[str]) -> dict[str, int]:
 
 
 def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = None) -> SizeHints:
-    """Hints for every symbol the graph declares or uses: the option's value, else the declared
-    lower bound when it is above 1, else ``DEFAULT_SIZE_HINT`` (recorded as "default")."""
+    """Hints for every symbol the graph declares or uses: the option's value, else the example size the
+    graph was traced with (``s0 in [2, inf] hint 16``), else a derived size's value from its symbols', else
+    the declared lower bound when it is above 1, else ``DEFAULT_SIZE_HINT`` (recorded as "default")."""
     overrides = dict(overrides or {})
     declared = graph.declared_symbols
     used = set(declared)
@@ -107,6 +108,8 @@ def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = N
     for s in sorted(used, key=lambda s: s in definitions):  # a derived size after the sizes it is computed from
         if s in overrides:
             values[s], origin[s] = overrides[s], "option"
+        elif s in declared and declared[s].example is not None:
+            values[s], origin[s] = declared[s].example, "example"
         elif s in definitions and shapes.free_size_symbols([definitions[s]]) <= set(values):
             values[s], origin[s] = max(shapes.evaluate(definitions[s], values), 1), "derived"
         elif s in declared and declared[s].lower.data > 1:

@@ -264,12 +264,14 @@ class GraphImporter(GraphBuilder):
         symbols = self._declared_symbols()
         definitions = {s: d for s, d in self.derived_sizes.definitions.items() if s in symbols}
         carriers = self._add_size_carriers(symbols, definitions)
+        hints = self._size_hints(symbols, definitions)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
-                          [F.SymbolAttr(s, *bounds, definitions.get(s)) for s, bounds in symbols.items()], Region(self.block))
+                          [F.SymbolAttr(s, *bounds, definitions.get(s), hints.get(s)) for s, bounds in symbols.items()],
+                          Region(self.block))
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes["fusec.device"] = StringAttr(self.device.type)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
-                          tuple(output_slots), symbols, self._size_hints(symbols, definitions), tuple(self.externs), carriers,
+                          tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay), definitions)
         try:
             info.plan.require(symbols)

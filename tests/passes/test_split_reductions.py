@@ -351,3 +351,20 @@ def test_one_buffer_stored_per_element_and_per_x_is_declined():
         apply_passes(module, SplitReductions())
     (note,) = [r for r in log.remarks if r.pass_name == "split-reductions"]
     assert note.message.startswith("mixed store: ")
+
+
+@pytest.mark.parametrize("hint, split_made", [(16, True), (2, False)])
+def test_a_symbolic_column_sum_is_split_for_the_sizes_it_was_traced_with(hint, split_made):
+    """A ViT's MLP bias gradient under dynamic=True: [197*s0, 768] with s0 (the batch) >= 2 is not provably
+    worth splitting at every size, but the graph was traced at s0 = 16 (3152 rows): split there, and the
+    split is correct at every size; traced at s0 = 2 (394 rows), it is not worth it."""
+    text = bias_gradient_graph("197*s0", "768", symbols=f"s0 in [2, inf] hint {hint}")
+    module, notes = split(text, [{"s0": 2}, {"s0": 5}], splits=0)
+    assert f"hint {hint}" in print_ir(module)  # the example size round-trips with the IR
+    if split_made:
+        assert [n.code for n in notes] == ["split-on-example", "split"]
+        assert "[768, 3152] at the sizes the graph was traced with" in notes[0].message
+        assert notes[1].data["splits"] == 32 and len(kernels(module)) == 2
+    else:
+        assert [n.code for n in notes] == ["split-declined"] and notes[0].message.startswith("unproven size: ")
+        assert len(kernels(module)) == 1
