@@ -108,8 +108,8 @@ def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = N
     for s in sorted(used, key=lambda s: s in definitions):  # a derived size after the sizes it is computed from
         if s in overrides:
             values[s], origin[s] = overrides[s], "option"
-        elif s in declared and declared[s].example is not None:
-            values[s], origin[s] = declared[s].example, "example"
+        elif s in declared and (example := declared[s].example) is not None:
+            values[s], origin[s] = example, "example"
         elif s in definitions and shapes.free_size_symbols([definitions[s]]) <= set(values):
             values[s], origin[s] = max(shapes.evaluate(definitions[s], values), 1), "derived"
         elif s in declared and declared[s].lower.data > 1:
