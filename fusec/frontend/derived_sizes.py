@@ -36,19 +36,20 @@ class DerivedSizes:
         self.taken = set(taken)
         self.definitions: dict[str, sympy.Expr] = {}  # derived symbol -> its definition, in creation order
         self._rules: list[tuple[sympy.Expr, sympy.Expr]] = []  # applied in order: each in the terms of those before
-        self._seen: dict[sympy.Expr, sympy.Expr] = {}
+        self._seen: dict[sympy.Expr, tuple[int, sympy.Expr]] = {}  # size -> (rules then, its form then)
 
     def __call__(self, e: sympy.Expr) -> sympy.Expr:
         """``e`` in derived symbols: earlier names substituted; a size still compound gets a new name."""
-        if e in self._seen:
-            return self._seen[e]
+        rules, known = self._seen.get(e, (-1, e))
+        if rules == len(self._rules):  # no name made since: the same answer
+            return known
         out = e
         for old, new in self._rules:
-            if out.has(old):
-                out = sympy.expand(out.xreplace({old: new})) if not out.is_Symbol else out
+            if out.has(old):  # expanded: an expanded stride (64*q**2 + 128*q + 64) must become 64*d0**2 too
+                out = sympy.expand(out.xreplace({old: new}))
         if is_compound(out):
             out = self._name(out)
-        self._seen[e] = out
+        self._seen[e] = (len(self._rules), out)
         return out
 
     def _name(self, e: sympy.Expr) -> sympy.Symbol:

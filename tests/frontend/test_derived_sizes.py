@@ -37,6 +37,13 @@ def test_a_size_of_a_derived_size_is_named_in_its_terms():
     assert derived(half * quarter) == d0 * d1
 
 
+def test_a_compound_size_met_first_keeps_its_name_when_its_atom_is_named_later():
+    derived = DerivedSizes()
+    start = 2 * shapes.FloorDiv(s0 - 1, 2)  # a slice start, met before any dim: named as a whole
+    assert derived(start) == d0
+    assert derived(half) == d1 and derived(start) == d0
+
+
 def test_names_the_shape_environment_uses_are_skipped():
     assert DerivedSizes(taken={"d0"})(half) == d1
 
