@@ -124,6 +124,8 @@ class GraphOp(IRDLOperation):
         printer.print_string(")")
         if self.symbols.data:
             printer.print_string(" symbols(" + ", ".join(s.text for s in self.symbols.data) + ")")
+        # Marks the importer leaves for passes (``fusec.device``) print, so a dump replays as it compiled.
+        printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=False)
 
@@ -137,8 +139,12 @@ class GraphOp(IRDLOperation):
         if parser.parse_optional_keyword("symbols"):
             decls = parser.parse_comma_separated_list(parser.Delimiter.PAREN, lambda: parse_symbol_decl(parser))
             symbols = [SymbolAttr(n, lo, None if hi < 0 else hi, d, h) for n, lo, hi, d, h in decls]
+        attributes = parser.parse_optional_attr_dict_with_keyword()
         region = parser.parse_region(args)
-        return GraphOp(name, [a.type for a in args], outputs, symbols, region)
+        graph = GraphOp(name, [a.type for a in args], outputs, symbols, region)
+        if attributes is not None:
+            graph.attributes.update(attributes.data)
+        return graph
 
     def verify_(self) -> None:
         if list(self.block.arg_types) != list(self.function_type.inputs.data):

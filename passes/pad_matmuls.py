@@ -20,8 +20,8 @@ form-kernels makes kernels and vertical-fusion fuses into their producers where 
 sliced result is a graph output or the input of a view, a ``fusec.pointwise "identity"`` copies it to
 the contiguous layout eager returns; kernels read the padded product as it is.
 
-The device mark lives only in memory (the graph's printed form has no place for it): IR parsed from
-text, as ``fusec-opt`` replays a dump, counts as unmarked, so use ``when=always`` there.
+The device mark prints with the graph (``attributes {fusec.device = "cuda"}``), so ``fusec-opt`` replaying
+a dump pads as the backend did; hand-written IR without it counts as unmarked (``when=always`` pads it).
 
 ``when``: ``accelerator`` pads only graphs the importer marked as running on an accelerator
 (``fusec.device`` on the graph; CPU BLAS gains little), ``always`` pads anyway (tests on CPU),
