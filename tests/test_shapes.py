@@ -1,4 +1,5 @@
 import pytest
+import sympy
 
 from fusec.base import shapes
 from fusec.base.shapes import ExprSyntaxError, parse_expr, print_expr
@@ -68,3 +69,17 @@ def test_quotient_divides_like_cancel():
     assert shapes.quotient(s0 * s1 + s0, s1 + 1) == s0  # found by cancel (small enough to try)
     assert not shapes.is_integer_poly(shapes.quotient(x + 1, 2))
     assert shapes.quotient(sympy.Integer(12), sympy.Integer(4)) == 3
+
+
+def test_a_polynomial_difference_is_decided_by_expansion_alone(monkeypatch):
+    """Polynomials are equal exactly when their expansions are: no sympy.simplify (slow; its first call
+    imports sympy.physics, 0.2 s of every import); it is still asked about floordiv and mod."""
+    s0, s1 = shapes.size_symbol("s0"), shapes.size_symbol("s1")
+    asked = []
+    real = sympy.simplify
+    monkeypatch.setattr(sympy, "simplify", lambda e: asked.append(e) or real(e))
+    shapes._provably_zero.cache_clear()
+    assert shapes.provably_equal((s0 + 1) ** 2 * s1, s0**2 * s1 + 2 * s0 * s1 + s1)
+    assert not shapes.provably_equal(64 * s0 * s1, 64 * s0 * s1 + 1)
+    assert not shapes.provably_equal(s0**2, s1**2)
+    assert asked == []

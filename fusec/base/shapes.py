@@ -368,7 +368,16 @@ def provably_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
 @functools.lru_cache(maxsize=8192)
 def _provably_zero(e: sympy.Expr) -> bool:
     # Symbolic shapes ask the same questions many times; most differences are polynomials that expand to 0.
-    return e == 0 or sympy.expand(e) == 0 or sympy.simplify(e) == 0
+    # A polynomial is zero exactly when its expansion is: simplify (slow, and its first call imports half of
+    # sympy) only has more to say about floordiv, mod, max, min.
+    if e == 0:
+        return True
+    expanded = sympy.expand(e)
+    if expanded == 0:
+        return True
+    if expanded.is_polynomial():
+        return False
+    return sympy.simplify(e) == 0
 
 
 def broadcast_shapes(*shapes: Sequence[Dim]) -> list[sympy.Expr] | None:
