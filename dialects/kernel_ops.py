@@ -140,6 +140,8 @@ class KernelOp(IRDLOperation):
 
         Steps are measured at a point away from any wrap (x and r small, size symbols
         large and distinct), so ``mod(x, s0)`` steps by 1 as it does almost everywhere.
+        A load that does not move with x (a per-row statistic every column reads, as in a
+        LayerNorm weight's gradient) has no layout for the schedule to follow: it is not counted.
         """
         if not self.is_reduction or self.is_tiled:
             return False
@@ -150,6 +152,8 @@ class KernelOp(IRDLOperation):
                 e = op.index.data
                 point = {s: 100003 + 2 * i for i, s in enumerate(sorted(e.free_symbols - {x, r}, key=str))}
                 at = {(dx, dr): int(e.subs({**point, x: 1 + dx, r: 1 + dr})) for dx, dr in ((0, 0), (0, 1), (1, 0))}
+                if at[1, 0] == at[0, 0]:
+                    continue
                 r_steps.append(at[0, 1] - at[0, 0])
                 x_steps.append(at[1, 0] - at[0, 0])
         return bool(r_steps) and all(s != 1 for s in r_steps) and any(s == 1 for s in x_steps)

@@ -368,3 +368,33 @@ def test_a_symbolic_column_sum_is_split_for_the_sizes_it_was_traced_with(hint, s
     else:
         assert [n.code for n in notes] == ["split-declined"] and notes[0].message.startswith("unproven size: ")
         assert len(kernels(module)) == 1
+
+
+def layer_norm_weight_gradient_graph(rows: str, cols: str, symbols: str = "") -> str:
+    """dW = sum over rows of g * (x - mean_row) and dB = sum of g: column sums whose kernel also reads a
+    per-row statistic (the same value for every column)."""
+    t, v, m = tensor_type(f"{rows}, {cols}"), tensor_type(cols), tensor_type(f"{rows}, 1")
+    sym = f" symbols({symbols})" if symbols else ""
+    return f"""builtin.module {{
+  fusec.graph @g(%g : {t}, %x : {t}, %mean : {m}) -> ({v}, {v}){sym} {{
+    %c = fusec.pointwise "sub" %x, %mean : ({t}, {m}) -> {t}
+    %p = fusec.pointwise "mul" %g, %c : ({t}, {t}) -> {t}
+    %dw = fusec.reduce "sum" %p dims [0] : {t} -> {v}
+    %db = fusec.reduce "sum" %g dims [0] : {t} -> {v}
+    fusec.output %dw, %db : {v}, {v}
+  }}
+}}"""
+
+
+def test_a_column_sum_that_reads_a_per_row_statistic_is_a_column_reduction():
+    """ViT's LayerNorm weight gradient, [192, 3152] (x = columns): its per-row mean moves with r only, which
+    says nothing of the layout; it was taken for a row reduction (too short to split) and ran as 3 programs."""
+    text = layer_norm_weight_gradient_graph("s0", "96", symbols="s0 in [512, inf]")
+    (kernel,) = kernels(fused(text))
+    assert kernel.is_outer_reduction
+    module, notes = split(text, [{"s0": 700}, {"s0": 513}], splits=0)
+    assert [n.code for n in notes] == ["split"] and len(kernels(module)) == 2
+    compiled = compile_module(module, {"s0": 700})
+    for n in (700, 1031):
+        g, x, mean = random_inputs(module, {"s0": n}, seed=n)
+        assert_same_results([(g * (x - mean)).sum(0), g.sum(0)], compiled([g, x, mean]), **TOL)
