@@ -210,12 +210,14 @@ def check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sym
 def _size_definitions(op: Operation) -> dict[str, sympy.Expr]:
     """The derived size symbols of the graph around ``op`` (none where it is in no graph)."""
     parent = op.parent_op()
-    while parent is not None and not isinstance(getattr(parent, "properties", {}).get("symbols"), ArrayAttr):
+    while parent is not None and not isinstance(parent.properties.get("symbols"), ArrayAttr):
         parent = parent.parent_op()
-    symbols = parent.properties["symbols"] if parent is not None else None
-    if not isinstance(symbols, ArrayAttr):
-        return {}
-    return {s.sym.data: s.expr for s in symbols.data if isinstance(s, SymbolAttr) and s.expr is not None}
+    return symbol_definitions(parent.properties["symbols"].data) if parent is not None else {}
+
+
+def symbol_definitions(symbols: Sequence[Attribute]) -> dict[str, sympy.Expr]:
+    """Derived size symbols among ``symbols`` (a graph's declarations) and what each stands for."""
+    return {s.sym.data: s.expr for s in symbols if isinstance(s, SymbolAttr) and s.expr is not None}
 
 
 @irdl_attr_definition

@@ -47,6 +47,7 @@ from fusec.dialects.attributes import (
     is_extern_arg,
     is_float,
     parse_symbol_decl,
+    symbol_definitions,
 )
 from fusec.dialects.directives import Expr, ExternArguments, Int, IntList, Number, ResultPositions
 from fusec.dialects.pointwise import POINTWISE_FUNCTIONS, PREDICATES, REDUCTIONS, broadcast_types, reduction_result_type
@@ -100,7 +101,7 @@ class GraphOp(IRDLOperation):
     @property
     def symbol_definitions(self) -> dict[str, sympy.Expr]:
         """Derived size symbols and what each stands for (``d0 = floordiv(s0 - 1, 2) + 1``)."""
-        return {name: s.expr for name, s in self.declared_symbols.items() if s.expr is not None}
+        return symbol_definitions(self.symbols.data)
 
     @property
     def symbol_bounds(self) -> dict[str, tuple[float, float]]:
@@ -155,15 +156,16 @@ class GraphOp(IRDLOperation):
         if [v.type for v in last.values] != list(self.function_type.outputs.data):
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: fusec.output types do not match the declared outputs")
         declared = set(self.declared_symbols)
-        for name, definition in self.symbol_definitions.items():
+        definitions = self.symbol_definitions
+        for name, definition in definitions.items():
             undeclared = shapes.free_size_symbols([definition]) - declared
             if undeclared or name in shapes.free_size_symbols([definition]):
                 raise VerifyException(f"fusec.graph @{self.sym_name.data}: size symbol '{name}' is defined by "
                                       f"{print_expr(definition)}, which uses "
                                       f"{', '.join(sorted(undeclared)) + ' (not declared)' if undeclared else 'itself'}")
         try:
-            for definition in self.symbol_definitions.values():
-                shapes.expand_definitions(definition, self.symbol_definitions)
+            for definition in definitions.values():
+                shapes.expand_definitions(definition, definitions)
         except ValueError as e:
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: {e}") from None
         for op in self.walk():

@@ -105,7 +105,8 @@ def resolve_size_hints(graph: F.GraphOp, overrides: Mapping[str, int] | None = N
     origin: dict[str, str] = {}
     definitions = graph.symbol_definitions
     used |= shapes.free_size_symbols(definitions.values())
-    for s in sorted(used, key=lambda s: s in definitions):  # a derived size after the sizes it is computed from
+    # Derived sizes after the sizes they are computed from, each after those named before it (d0 before d1).
+    for s in sorted(used, key=lambda s: (s in definitions, shapes.natural_key(s))):
         if s in overrides:
             values[s], origin[s] = overrides[s], "option"
         elif s in declared and (example := declared[s].example) is not None:

@@ -34,7 +34,7 @@ class DerivedSizes:
 
     def __init__(self, taken: Iterable[str] = ()):
         self.taken = set(taken)
-        self.definitions: dict[str, sympy.Expr] = {}  # derived symbol -> its definition, in creation order
+        self.definitions: dict[str, sympy.Expr] = {}  # derived symbol -> its definition over the traced symbols
         self._rules: list[tuple[sympy.Expr, sympy.Expr]] = []  # applied in order: each in the terms of those before
         self._seen: dict[sympy.Expr, tuple[int, sympy.Expr]] = {}  # size -> (rules then, its form then)
 
@@ -59,7 +59,7 @@ class DerivedSizes:
         name = f"d{n}"
         self.taken.add(name)
         symbol = shapes.size_symbol(name)
-        self.definitions[name] = e
+        self.definitions[name] = shapes.expand_definitions(e, self.definitions)  # in the traced symbols: no chains
         # Also name its one compound atom, so that sums and products of it (strides) rewrite too:
         # floordiv(s0 - 1, 2) -> d0 - 1 turns 64*(floordiv(s0 - 1, 2) + 1)**2 into 64*d0**2.
         atoms = [a for a in e.atoms(*_COMPOUND) if not any(a != b and b.has(a) for b in e.atoms(*_COMPOUND))]

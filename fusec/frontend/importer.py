@@ -365,7 +365,7 @@ class GraphImporter(GraphBuilder):
         for op in self.block.walk():
             used += sorted({name for name, _ in F.op_symbol_uses(op)})
         definitions = self.derived_sizes.definitions
-        for name in list(dict.fromkeys(used)):  # a derived symbol's definition needs its symbols declared too
+        for name in list(dict.fromkeys(used)):  # a definition's symbols (traced ones, never derived) are declared too
             if name in definitions:
                 used += sorted(shapes.free_size_symbols([definitions[name]]))
         ranges = {str(k): v for k, v in getattr(self.shape_env, "var_to_range", {}).items()}
@@ -392,12 +392,12 @@ class GraphImporter(GraphBuilder):
         return {str(k): int(v) for k, v in table.items()}
 
     def _size_hints(self, symbols, definitions: dict[str, sympy.Expr]) -> dict[str, int]:
-        hints = {s: v for s, v in self._backed_values().items() if s in symbols or any(
-            s in shapes.free_size_symbols([d]) for d in definitions.values())}
-        for name, definition in definitions.items():
-            if shapes.free_size_symbols([definition]) <= set(hints):
+        backed = self._backed_values()
+        hints = {s: backed[s] for s in symbols if s in backed}
+        for name, definition in definitions.items():  # over traced symbols, which are declared (_declared_symbols)
+            if shapes.free_size_symbols([definition]) <= hints.keys():
                 hints[name] = shapes.evaluate(definition, hints)
-        return {s: v for s, v in hints.items() if s in symbols}
+        return hints
 
 
 def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:

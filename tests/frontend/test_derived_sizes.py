@@ -44,6 +44,16 @@ def test_a_compound_size_met_first_keeps_its_name_when_its_atom_is_named_later()
     assert derived(half) == d1 and derived(start) == d0
 
 
+def test_a_name_met_inside_a_later_size_is_defined_over_the_traced_symbols():
+    """floordiv(h + 1, 3) of a named h is written floordiv(d0 + 1, 3) in the IR, but its definition holds only
+    traced symbols: executors compute each derived size from the inputs' sizes, never from another name."""
+    derived = DerivedSizes()
+    derived(half)
+    assert derived(shapes.FloorDiv(half + 1, 3)) == d1
+    assert shapes.free_size_symbols([derived.definitions["d1"]]) == {"s0"}
+    assert shapes.provably_equal(derived.definitions["d1"], shapes.FloorDiv(half + 1, 3))
+
+
 def test_names_the_shape_environment_uses_are_skipped():
     assert DerivedSizes(taken={"d0"})(half) == d1
 
