@@ -210,9 +210,9 @@ def check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sym
 def _size_definitions(op: Operation) -> dict[str, sympy.Expr]:
     """The derived size symbols of the graph around ``op`` (none where it is in no graph)."""
     parent = op.parent_op()
-    while parent is not None and not isinstance(parent.properties.get("symbols"), ArrayAttr):
+    while parent is not None and not isinstance(symbols := parent.properties.get("symbols"), ArrayAttr):
         parent = parent.parent_op()
-    return symbol_definitions(parent.properties["symbols"].data) if parent is not None else {}
+    return symbol_definitions(symbols.data) if parent is not None and isinstance(symbols, ArrayAttr) else {}
 
 
 def symbol_definitions(symbols: Sequence[Attribute]) -> dict[str, sympy.Expr]:
