@@ -92,7 +92,8 @@ def cat_kernel(op: F.CatOp, name: str) -> F.KernelOp:
         inside = kb.add(F.PointwiseOp("logical_and", [
             kb.add(F.PointwiseOp("ge", [position, kb.symbolic(start)], F.BOOL)),
             kb.add(F.PointwiseOp("lt", [position, kb.symbolic(end)], F.BOOL))], F.BOOL))
-        pieces.append((inside, kb.element(v, idx[:d] + [idx[d] - start] + idx[d + 1:], mask=inside)))
+        extent = tensor_type_of(v).dims[d]
+        pieces.append((inside, kb.piece_element(v, idx[:d] + [idx[d] - start] + idx[d + 1:], d, extent, inside)))
         start = end
     value = pieces[-1][1]
     for inside, piece in reversed(pieces[:-1]):

@@ -23,6 +23,9 @@ from fusec.dialects.attributes import tensor_type_of
 
 # Stands for a run-time index (a gather's loaded value) while views are folded.
 GATHERED = sympy.Symbol("gathered_", integer=True)
+# Stands for a cat piece's own coordinate along the cat dim while views are folded: under the piece's mask
+# it lies in [0, the piece's extent), a bound the coordinate written in x (``mod(x, 50264)``) does not show.
+PIECE = sympy.Symbol("piece_", integer=True)
 
 
 class GatherThroughViewError(NotImplementedError):
@@ -146,6 +149,7 @@ class KernelBuilder:
         self.ops: list[Operation] = []
         self.stores: list[tuple[SSAValue, F.TensorType, sympy.Expr]] = []
         self._cache: dict[tuple, SSAValue] = {}
+        self._piece: dict[sympy.Symbol, sympy.Expr] = {}
 
     def add(self, op: Operation) -> SSAValue:
         self.ops.append(op)
@@ -164,6 +168,7 @@ class KernelBuilder:
         return self._cache[key]
 
     def symbolic(self, expr: sympy.Expr, element_type: Attribute = F.I64) -> SSAValue:
+        expr = self._unpiece(expr)
         key = ("sym", expr, element_type)
         if key not in self._cache:
             self._cache[key] = self.add(F.SymbolicOp(expr, element_type))
@@ -195,7 +200,7 @@ class KernelBuilder:
             # an empty r still runs its x: a load there (at index 0, flat_to_dims' index into an empty shape)
             # would not depend on r, so rmask would not cover it and it would read past the buffer.
             return self.constant(0, tensor_type_of(source).element_type)
-        offset = storage_offset(tensor_type_of(source), idx, self.upper)
+        offset = self._unpiece(storage_offset(tensor_type_of(source), idx, self.upper))
         gathered = None
         if GATHERED in offset.free_symbols:
             gathered = self._gathered_offset(offset)
@@ -204,6 +209,26 @@ class KernelBuilder:
         if key not in self._cache:
             self._cache[key] = self.add(F.LoadOp(self.buffer(source), offset, mask, gathered))
         return self._cache[key]
+
+    def piece_element(self, value: SSAValue, idx: Sequence[sympy.Expr], d: int, extent: sympy.Expr,
+                      mask: SSAValue) -> SSAValue:
+        """The element at ``idx`` where ``mask`` holds only for ``0 <= idx[d] < extent`` (a cat's piece).
+
+        Views are folded with that bound known, then ``idx[d]`` is put back: a padded ``[64, 50257]`` input
+        read through a reshape loads at ``50257*floordiv(x, 50264) + mod(x, 50264)``, not at the nest of
+        floordivs and mods the unbounded coordinate leaves (``mod(x, 50264)`` may be 50263, past the piece).
+        """
+        self.upper[PIECE], self._piece = extent, {PIECE: idx[d]}
+        try:
+            return self.element(value, [*idx[:d], PIECE, *idx[d + 1:]], mask)
+        finally:
+            del self.upper[PIECE]
+            self._piece = {}
+
+    def _unpiece(self, e: sympy.Expr) -> sympy.Expr:
+        if not self._piece or PIECE not in e.free_symbols:
+            return e
+        return indexing.simplify(e.xreplace(self._piece), {s: u for s, u in self.upper.items() if s != PIECE})
 
     def with_gathered(self, index_value: SSAValue):
         """Use ``index_value`` (i64) wherever GATHERED appears in the next ``element`` calls."""
