@@ -13,6 +13,12 @@ Out: the pointwise op over the gathered elements of its operands:
      elsewhere (a per-row value: expanded to the gather's shape, no gather needed) or a
      scalar.
 
+A view between the gather and the pointwise op (HuggingFace's loss reshapes the upcast logits to
+[tokens, vocabulary] before the log-softmax) moves above the op first: ``gather(view(convert(a)))``
+becomes ``gather(convert(view(a)))``, the view applied to each operand, when every tensor operand has
+the op's shape and layout (no broadcast for the view to split), so the gather reaches the bf16 logits
+and the fp32 copy of them is never stored.
+
 Declined, with a ``gather-kept`` remark saying why: an operand that broadcasts along
 another dim (a gather of it would need its expansion first), an index that is not
 provably shorter than the input along ``d`` (then the gather would recompute the op more
@@ -30,7 +36,14 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
 
 from fusec.base import remarks
 from fusec.base.shapes import print_expr, provably_equal
@@ -47,6 +60,50 @@ def _provably_shorter(index_len: sympy.Expr, input_len: sympy.Expr, op: Operatio
     graph = op.parent_op()
     assert isinstance(graph, F.GraphOp), "gathers live at graph level"
     return size_range(sympy.sympify(input_len - index_len), graph.symbol_bounds)[0] >= 1
+
+
+HOISTED_VIEWS = (F.ReshapeOp, F.PermuteOp, F.SliceOp)  # one operand, elements only relabelled
+
+
+def _view_like(view: Operation, x: SSAValue, result_type: F.TensorType) -> Operation:
+    if isinstance(view, F.PermuteOp):
+        return F.PermuteOp(x, view.perm_list, result_type)
+    if isinstance(view, F.SliceOp):
+        return F.SliceOp(x, view.dim.data, view.start.data, view.step.data, result_type)
+    return F.ReshapeOp(x, result_type)
+
+
+class HoistViewAboveGatheredPointwise(RewritePattern):
+    """``gather(view(p(a, b)))`` -> ``gather(p(view(a), view(b)))`` for the gather's view alone (the walker then
+    sinks the gather through ``p``)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: F.GatherOp, rewriter: PatternRewriter, /) -> None:
+        view = op.input.owner
+        if not isinstance(view, HOISTED_VIEWS):
+            return
+        producer = view.input.owner
+        if not isinstance(producer, F.PointwiseOp) or producer.fn.data in POSITIONAL:
+            return
+        full = tensor_type_of(producer.result)
+        tensors = [x for x in producer.inputs if isinstance(x.type, F.TensorType) and x.type.rank > 0]
+        if any(x.type.layout != full.layout or not all(provably_equal(a, b) for a, b in zip(x.type.dims, full.dims, strict=True))
+               for x in tensors if x.type.rank == full.rank) or any(x.type.rank != full.rank for x in tensors):
+            return
+        viewed_type = tensor_type_of(view.result)
+        new_ops: list[Operation] = []
+        operands: list[SSAValue] = []
+        for x in producer.inputs:
+            if x not in tensors:
+                operands.append(x)
+                continue
+            new_ops.append(_view_like(view, x, F.TensorType(viewed_type.dims, x.type.element_type, viewed_type.layout)))
+            operands.append(new_ops[-1].results[0])
+        new_ops.append(F.PointwiseOp(producer.fn.data, operands, viewed_type.contiguous()))
+        rewriter.insert(new_ops, InsertPoint.before(op))
+        rewriter.replace_uses_with_if(view.result, new_ops[-1].results[0], lambda use: use.operation is op)
+        if not view.result.uses:
+            rewriter.erase_op(view)
 
 
 class SinkGather(RewritePattern):
@@ -116,4 +173,5 @@ class SinkGathers(ModulePass):
     name = PASS
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(SinkGather(), apply_recursively=True).rewrite_module(op)
+        patterns = GreedyRewritePatternApplier([HoistViewAboveGatheredPointwise(), SinkGather()])
+        PatternRewriteWalker(patterns, apply_recursively=True).rewrite_module(op)

@@ -79,15 +79,18 @@ def test_registered():
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_cross_entropy_through_the_backend_matches_eager(dynamic):
-    """Forward and gradient of a bf16 cross-entropy (the loss of every language model) against eager."""
+@pytest.mark.parametrize("shape", ["rows", "batch-length"])
+def test_cross_entropy_through_the_backend_matches_eager(dynamic, shape):
+    """Forward and gradient of a bf16 cross-entropy (the loss of every language model) against eager; also as
+    HuggingFace writes it: [batch, length, vocabulary] logits upcast, then viewed as rows."""
     g = torch.Generator().manual_seed(0)
-    logits = torch.randn(6, 37, generator=g).bfloat16().requires_grad_()
+    logits = torch.randn(6, 37, generator=g).bfloat16()
+    logits = (logits if shape == "rows" else logits.view(2, 3, 37)).requires_grad_()
     target = torch.randint(0, 37, (6,), generator=g)
     target[2] = -100  # ignored
 
     def loss(x, t):
-        return Fn.cross_entropy(x.float(), t)
+        return Fn.cross_entropy(x.float().view(-1, 37), t)
 
     compiled = torch.compile(loss, backend="fusec", dynamic=dynamic)
     out = compiled(logits, target)

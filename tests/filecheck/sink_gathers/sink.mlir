@@ -36,6 +36,29 @@ builtin.module {
 // REMARK: remark: sink-gathers: sunk-gather: sub computed for the s0 gathered elements, not for all 1000*s0
 // REMARK: remark: sink-gathers: sunk-gather: convert computed for the s0 gathered elements, not for all 1000*s0
 
+// KERNELS-LABEL: fusec.graph @reshaped_logits
+
+// HuggingFace's loss upcasts [batch, length, vocabulary] logits, then views them as [tokens, vocabulary]: the
+// view moves above the upcast (applied to the bf16 logits), so the gather still reaches the logits and the
+// fp32 copy is never stored; the full-size upcast stays for the reduction, which fusion then reads in place.
+  fusec.graph @reshaped_logits(%logits : !fusec.tensor<[s0, s1, 1000], bf16>, %target : !fusec.tensor<[s0*s1, 1], i64>) -> (!fusec.tensor<[s0*s1, 1], f32>, !fusec.tensor<[s0*s1, 1], f32>) symbols(s0 in [1, inf], s1 in [1, inf]) {
+    %x = fusec.pointwise "convert" %logits : (!fusec.tensor<[s0, s1, 1000], bf16>) -> !fusec.tensor<[s0, s1, 1000], f32>
+    %v = fusec.reshape %x : !fusec.tensor<[s0, s1, 1000], f32> -> !fusec.tensor<[s0*s1, 1000], f32>
+    %m = fusec.reduce "max" %v dims [1] keepdim : !fusec.tensor<[s0*s1, 1000], f32> -> !fusec.tensor<[s0*s1, 1], f32>
+    %d = fusec.pointwise "sub" %v, %m : (!fusec.tensor<[s0*s1, 1000], f32>, !fusec.tensor<[s0*s1, 1], f32>) -> !fusec.tensor<[s0*s1, 1000], f32>
+    %g = fusec.gather %d[%target] dim 1 : !fusec.tensor<[s0*s1, 1000], f32>, !fusec.tensor<[s0*s1, 1], i64> -> !fusec.tensor<[s0*s1, 1], f32>
+    fusec.output %g, %m : !fusec.tensor<[s0*s1, 1], f32>, !fusec.tensor<[s0*s1, 1], f32>
+  }
+// CHECK-LABEL: fusec.graph @reshaped_logits
+// CHECK:         %[[V:.*]] = fusec.reshape %logits : !fusec.tensor<[s0, s1, 1000], bf16> -> !fusec.tensor<[s0*s1, 1000], bf16>
+// CHECK-NEXT:    %[[LOGIT:.*]] = fusec.gather %[[V]][%target] dim 1 : !fusec.tensor<[s0*s1, 1000], bf16>, !fusec.tensor<[s0*s1, 1], i64> -> !fusec.tensor<[s0*s1, 1], bf16>
+// CHECK-NEXT:    %{{.*}} = fusec.pointwise "convert" %[[LOGIT]]
+// KERNELS-NEXT:    %{{.*}}, %{{.*}} = fusec.kernel @fusec_red_convert_max_gather_sub_{{[0-9]+}} [s0*s1, 1000] (%logits, %target) : (!fusec.tensor<[s0, s1, 1000], bf16>, !fusec.tensor<[s0*s1, 1], i64>) -> (!fusec.tensor<[s0*s1, 1], f32>, !fusec.tensor<[s0*s1, 1], f32>) {
+// KERNELS-NOT:     fusec.kernel
+// KERNELS:         fusec.output
+// REMARK: remark: sink-gathers: sunk-gather: sub computed for the s0*s1 gathered elements, not for all 1000*s0*s1
+// REMARK: remark: sink-gathers: sunk-gather: convert computed for the s0*s1 gathered elements, not for all 1000*s0*s1
+
 // KERNELS-LABEL: fusec.graph @kept
 
 // Kept: iota is its own position; an operand broadcast along the other dim; an index as long as the input.
