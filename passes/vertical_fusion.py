@@ -23,8 +23,10 @@ P's body ops other than stores (loads count: they are traffic):
   * P also read elsewhere (another kernel, an extern, the graph output) and C
     reads it at an index covering P's whole domain once (``x``, or ``rnumel*x + r``
     in a reduction): C also stores P ("materialise"), P disappears.
-  * otherwise C recomputes P if ``cost(P) <= recompute-max-ops``; P stays for
-    its other readers ("recompute").  Several load indices in C each recompute.
+  * first, where every reader recomputing P moves fewer bytes than C storing it for the others
+    and the ops fit in the time saved (``recompute_pays``: a one-hot from an iota, an upcast), or
+    else if ``cost(P) <= recompute-max-ops``: C recomputes P; P stays for its other readers
+    ("recompute").  Several load indices in C each recompute.
   * otherwise decline: graph-output / extern-consumer / recompute-too-expensive.
 Across domains (P read through a broadcast, a slice, a cat/pad or a reshape of another
 size): C recomputes P at each point that reads it when ``cost_model.recompute`` finds the
@@ -49,10 +51,11 @@ from xdsl.passes import ModulePass
 
 from fusec.analysis import cost_model
 from fusec.analysis.cost_model import SizeHints
-from fusec.base import shapes
+from fusec.base import indexing, shapes
 from fusec.base.remarks import describe
 from fusec.base.shapes import print_expr
 from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
 from fusec.passes.kernel_index import X, covers_domain, equal
 from fusec.passes.kernel_merge import (
     BodyBuilder,
@@ -168,6 +171,8 @@ def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: in
             return Plan("move")
         return "recompute-too-expensive", (f"{describe(c)} reads {describe(p)} at {len(sites)} indices: {cost} ops "
                                            f"each > recompute-max-ops={recompute_max_ops}")
+    if recompute_pays(p, c, others, len(sites)):
+        return Plan("recompute")
     cover = next((ld.index.data for ld in loads if ld.mask is None and covers_domain(ld.index.data, c.domain_exprs)), None)
     cycle = cover is not None and graph.reaches(p, c)
     if cover is not None and not cycle and (len(sites) == 1 or cheap):
@@ -176,6 +181,27 @@ def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: in
     if cheap:
         return Plan("recompute")
     return _must_stay(p, c, others, cover, cycle, len(sites), recompute_max_ops)
+
+
+def recompute_pays(p: F.KernelOp, c: F.KernelOp, others: list, sites: int) -> bool:
+    """Whether C and P's k other readers all recomputing P beats C storing it for them (``materialise``).
+
+    Per element, storing costs P's output bytes ``b_out`` once plus k loads of them; recomputing costs the
+    other readers P's own full-size loads ``b_in`` again (loads of smaller buffers, per-row statistics, stay in
+    cache) and ``cost(P)`` ops in each further place it runs.  Recompute when it moves fewer bytes and its ops
+    take no longer than the bytes it saves (``GPU_MODEL``'s ops per byte): a one-hot from an iota and a per-row
+    target (``b_in`` 0), an upcast of bf16 to fp32 (2 < 4 bytes).  Only where every other reader is a kernel that
+    may inline P (an extern or the graph output needs P stored anyway).
+    """
+    if not others or not all(isinstance(u, F.KernelOp) and legality(p, u) is None for u in others):
+        return False
+    n, k = p.domain_exprs[0], len(others)
+    b_in = sum(cost_model.element_bytes(ld.buffer.type) for ld in p.block.ops
+               if isinstance(ld, F.LoadOp) and not indexing.positive(n - shapes.numel(tensor_type_of(ld.buffer).dims)))
+    b_out = sum(cost_model.element_bytes(r.type) for r in p.results)
+    saved = b_out + k * (b_out - b_in)
+    ops_per_byte = GPU_MODEL.ops_per_us / GPU_MODEL.bandwidth_bytes_per_us
+    return saved > 0 and producer_cost(p) * (k + sites - 1) <= ops_per_byte * saved
 
 
 def _must_stay(p: F.KernelOp, c: F.KernelOp, others: list, cover, cycle: bool, sites: int, recompute_max_ops: int) -> Decline:
