@@ -11,6 +11,7 @@ kernels timed with the CUDA profiler (median of 10 calls); then fusec without ti
 (flat) and Inductor.
 """
 import argparse
+import os
 
 import torch
 
@@ -45,6 +46,7 @@ def main():
     p.add_argument("--configs", default="current,64x64,32x128,16x256,8x512,4x1024,2x2048,1x4096")
     p.add_argument("--dtype", default="bfloat16")
     a = p.parse_args()
+    os.environ["FUSEC_GRAPH_CACHE"] = "0"  # else a recompile returns the launcher cached with the first tile shape
     dtype = getattr(torch, a.dtype)
     original = heuristics.tiled_config
     rows = []
