@@ -34,6 +34,7 @@ from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
+from fusec.lowering.view_layouts import Layout, view_layout
 
 
 class KernelSource(Protocol):
@@ -72,6 +73,7 @@ def runtime_globals() -> dict[str, object]:
         "torch": torch,
         "triton": triton,
         "_empty": torch.empty_strided,
+        "_reinterpret": reinterpret_tensor(),
         "_slice": torch.ops.aten.slice.Tensor,
         "_as_layout": as_layout,
         "_pick_results": externs.pick_results,
@@ -79,6 +81,17 @@ def runtime_globals() -> dict[str, object]:
         "_bad_input_count": bad_input_count,
         **{f"_{name}": getattr(heuristics, name) for name in CONFIG_HELPERS},
     }
+
+
+def reinterpret_tensor():
+    """``(t, sizes, strides, offset) -> view`` with ``offset`` counted from ``t``'s own storage offset: the C++
+    helper Inductor's wrappers call where torch has it, else ``as_strided``."""
+    import torch
+
+    fast = getattr(torch._C._dynamo.guards, "_reinterpret_tensor", None)
+    if fast is not None:
+        return fast
+    return lambda t, sizes, strides, offset: t.as_strided(sizes, strides, t.storage_offset() + offset)
 
 
 def as_layout(t, strides: tuple[int, ...]):
@@ -138,6 +151,7 @@ class _LauncherWriter:
         self.buffers = 0
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
         self.given: set[str] = set()  # inputs an output aliases: the prologue keeps the caller's tensor
+        self.layouts: dict[str, Layout] = {}  # launcher variables whose layout is known when the launcher is written
         # kernel -> (checked pointers, runtime ints, constexprs, the pointers' element types)
         self.sites: dict[str, tuple[set[int], set[int], set[int], tuple[str, ...]]] = {}
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
@@ -161,6 +175,7 @@ class _LauncherWriter:
         name = self.new_buffer(value)
         self.aligned.add(name)
         t = tensor_type_of(value)
+        self.layouts[name] = _declared(t)
         return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
                 f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
 
@@ -177,6 +192,8 @@ class _LauncherWriter:
         for i, arg in enumerate(self.graph.block.args):
             self.names[arg] = f"arg{i}"
             self.aligned.add(f"arg{i}")  # the prologue makes every input 16-byte aligned
+            # ... and lays it out as declared (or trusts it to be: Dynamo's guards keep the traced strides)
+            self.layouts[f"arg{i}"] = _declared(tensor_type_of(arg))
         for i, op in enumerate(ops):
             if isinstance(op, F.OutputOp):
                 alias_lines, aliases = self.output_aliases(op.values)
@@ -293,6 +310,7 @@ class _LauncherWriter:
         for name, r in zip(outs, op.outputs, strict=True):
             t = tensor_type_of(r)
             layout = self.shape_tuple(t.layout)
+            self.layouts[name] = _declared(t)
             # An op may return an undefined tensor (None) where its meta function promised an empty one
             # (fused attention's sequence offsets): it passes on as None, as in eager.
             lines.append(f"if {name} is not None and {name}.stride() != {layout}:")
@@ -305,9 +323,25 @@ class _LauncherWriter:
         return f"{fn}({', '.join([externs.source_of(a) for a in args] + [f'{k}={externs.source_of(v)}' for k, v in kwargs.items()])})"
 
     def view(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp) -> list[str]:
+        src = self.names[op.input]
         out = self.new_buffer(op.result)
         t = tensor_type_of(op.result)
-        lines = [f"{out} = {self.view_expr(op, self.names[op.input])}"]
+        known = self.layouts.get(src)
+        layout = view_layout(op, known) if known is not None else None
+        if layout is not None and not _is_graph_output(op.result):
+            # Made in one call from what the launcher knows; a graph output keeps torch's own view (its strides
+            # of size-1 dims are what eager's are).
+            self.layouts[out] = layout
+            # the offset counts from ``src``'s own storage offset, which holds ``known.offset`` already
+            args = ", ".join([src, self.shape_tuple(layout.dims), self.shape_tuple(layout.strides),
+                              self.py(sympy.expand(layout.offset - known.offset))])
+            lines = [f"{out} = _reinterpret({args})"]
+            if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses) \
+                    and not _same_layout(layout, _declared(t)):
+                lines.append(f"{out} = _as_layout({out}, {self.shape_tuple(t.layout)})")
+                self.layouts[out] = _declared(t)
+            return lines
+        lines = [f"{out} = {self.view_expr(op, src)}"]
         if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses):
             # form-kernels folds views into loads; a kernel reading a view still gets the layout its type says
             layout = self.shape_tuple(t.layout)
@@ -449,6 +483,19 @@ def _is_view_extern(op) -> bool:
         return False
     alias = schema.returns[0].alias_info if len(schema.returns) == 1 else None
     return alias is not None and not alias.is_write
+
+
+def _declared(t: F.TensorType) -> Layout:
+    return Layout(tuple(t.dims), tuple(t.layout), sympy.Integer(0))
+
+
+def _same_layout(a: Layout, b: Layout) -> bool:
+    """Equal strides wherever a dim has more than one element (a size-1 dim's stride addresses nothing)."""
+    return all(d == 1 or sympy.expand(x - y) == 0 for d, x, y in zip(a.dims, a.strides, b.strides, strict=True))
+
+
+def _is_graph_output(v: SSAValue) -> bool:
+    return any(isinstance(use.operation, F.OutputOp) for use in v.uses)
 
 
 def _is_input(v: SSAValue) -> bool:

@@ -167,6 +167,8 @@ class CompiledGraph:
 
         namespace: dict[str, Any] = runtime_globals()  # the exec fills in "call"
         namespace["_default_device"] = self.default_device
+        if not interpret:
+            namespace["_empty"] = _cuda_empty()
         for k in self.launcher.kernels:
             namespace[k.name] = runner(k)
         for name, target in self.launcher.externs:
@@ -175,7 +177,36 @@ class CompiledGraph:
         linecache.cache[filename] = (len(self.launcher.source), None, self.launcher.source.splitlines(True), filename)
         exec(compile(self.launcher.source, filename, "exec"), namespace)
         call = namespace["call"]
-        return _quiet_numpy(call) if interpret else call
+        return _quiet_numpy(call) if interpret else _on_inputs_device(call, self.default_device)
+
+
+def _cuda_empty():
+    """``torch.empty_strided`` for the launcher's CUDA buffers, through the allocator Inductor's wrappers call
+    (``_empty_strided_cuda``: no Python argument parsing; it allocates on the current device, which
+    ``_on_inputs_device`` makes the inputs' device)."""
+    fast = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
+    if fast is None:
+        return torch.empty_strided
+
+    def empty(size, stride, dtype, device):
+        return fast(size, stride, dtype)
+
+    return empty
+
+
+def _on_inputs_device(call, default_device: torch.device):
+    """``call`` with the inputs' GPU current while it runs: its buffers are allocated, and its kernels launched,
+    on the current device."""
+    guard = getattr(torch.cuda, "_DeviceGuard", None)
+    if guard is None:
+        return call
+    default = default_device.index if default_device.index is not None else -1
+
+    def on_device(inputs):
+        with guard(inputs[0].get_device() if inputs else default):
+            return call(inputs)
+
+    return on_device
 
 
 def _shapes_only(fn):

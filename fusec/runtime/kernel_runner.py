@@ -92,9 +92,17 @@ _driver_calls: tuple | None = None
 
 
 def _current():
-    """(current device, current stream) functions of the active driver, looked up once."""
+    """(current device, current stream) functions, looked up once: torch's own C functions where it has them
+    (what Triton's CUDA driver calls, less ``torch.cuda.current_device``'s Python and lazy-init check: CUDA is
+    up once tensors exist), else the active Triton driver's."""
     global _driver_calls
     if _driver_calls is None:
-        active = triton.runtime.driver.active
-        _driver_calls = (active.get_current_device, active.get_current_stream)
+        import torch
+
+        get_device = getattr(torch._C, "_cuda_getDevice", None)
+        get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if get_device is None or get_stream is None or triton.runtime.driver.active.get_current_target().backend != "cuda":
+            active = triton.runtime.driver.active
+            get_device, get_stream = active.get_current_device, active.get_current_stream
+        _driver_calls = (get_device, get_stream)
     return _driver_calls

@@ -1,0 +1,91 @@
+"""The layout a view op gives a buffer of known layout, so the launcher can make the view in one call.
+
+A launcher knows the strides of most of its buffers when it is written: kernel outputs are
+allocated with their type's layout, extern results and inputs are brought to theirs.  A view
+of such a buffer then has sizes, strides and a storage offset (relative to the buffer's) that
+follow from the view op alone, and ``torch._C._dynamo.guards._reinterpret_tensor`` (what
+Inductor's wrappers call) makes it without ``permute``/``reshape``/``expand``'s argument
+parsing and checks.  ``view_layout`` is None where a view's layout is not known statically:
+a reshape of a non-contiguous buffer under symbolic sizes (it may even need a copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import sympy
+
+from fusec.base import shapes
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
+
+
+class Layout(NamedTuple):
+    dims: tuple[sympy.Expr, ...]
+    strides: tuple[sympy.Expr, ...]
+    offset: sympy.Expr  # elements past the storage offset of the buffer the chain of views started from
+
+
+def _same(a: sympy.Expr, b: sympy.Expr) -> bool:
+    return sympy.expand(a - b) == 0
+
+
+def is_contiguous(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
+    """Row-major, size-1 dims aside (their strides address nothing)."""
+    want = shapes.contiguous_strides(list(dims))
+    return all(d == 1 or _same(s, w) for d, s, w in zip(dims, strides, want, strict=True))
+
+
+def _view_strides(old_dims: Sequence[int], old_strides: Sequence[int], new_dims: Sequence[int]) -> list[int] | None:
+    """torch's ``computeStride`` (ATen's TensorUtils.cpp): the strides of ``view(new_dims)``, None where a
+    view cannot exist (``reshape`` would copy)."""
+    new_strides = [0] * len(new_dims)
+    view_d = len(new_dims) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in reversed(range(len(old_dims))):
+        tensor_numel *= old_dims[tensor_d]
+        if tensor_d == 0 or (old_dims[tensor_d - 1] != 1 and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_dims[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_dims[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_strides[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    return new_strides if view_d == -1 else None
+
+
+def _reshape_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...] | None:
+    if is_contiguous(src.dims, src.strides):
+        return tuple(shapes.contiguous_strides(list(dims)))
+    numbers = [*src.dims, *src.strides, *dims]
+    if not src.dims or not all(n.is_Integer for n in numbers) or any(d == 0 for d in src.dims):
+        return None
+    strides = _view_strides([int(d) for d in src.dims], [int(s) for s in src.strides], [int(d) for d in dims])
+    return None if strides is None else tuple(sympy.Integer(s) for s in strides)
+
+
+def view_layout(op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp, src: Layout) -> Layout | None:
+    """The layout of ``op``'s result viewing a buffer laid out as ``src``; None where unknown."""
+    dims = tuple(tensor_type_of(op.result).dims)
+    if isinstance(op, F.PermuteOp):
+        perm = op.perm_list
+        return Layout(tuple(src.dims[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset)
+    if isinstance(op, F.ExpandOp):
+        lead = len(dims) - len(src.dims)
+        strides = [sympy.Integer(0)] * lead
+        for k, (d, s) in enumerate(zip(src.dims, src.strides, strict=True)):
+            strides.append(sympy.Integer(0) if d == 1 and dims[lead + k] != 1 else s)
+        return Layout(dims, tuple(strides), src.offset)
+    if isinstance(op, F.SliceOp):
+        d = op.dim.data
+        strides = list(src.strides)
+        offset = src.offset + op.start.data * strides[d]
+        strides[d] = strides[d] * op.step.data
+        return Layout(dims, tuple(strides), offset)
+    strides = _reshape_strides(src, dims)
+    return None if strides is None else Layout(dims, strides, src.offset)
