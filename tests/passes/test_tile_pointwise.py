@@ -172,3 +172,16 @@ fusec.output %y : !fusec.tensor<[s0, 3], f32>""", "s0 in [1, inf]")
                                                  '(!fusec.tensor<[s0, 3], f32, strides [1, s0]>, !fusec.tensor<[3], f32>)')
     (kernel,) = _check_same_meaning(transposed, [{"s0": 5}])["g"]
     assert kernel.is_tiled and kernel.domain_exprs == [S0, 3]
+
+
+@pytest.mark.parametrize("width, tiled", [(50257, False), (30522, True)])
+def test_a_broadcast_alone_is_not_worth_a_tile_whose_16_bit_rows_are_misaligned(width, tiled):
+    """Zero-padding bf16 rows (pad-matmuls' copy of logit gradients): tiling only saves the mod of the column, and a
+    tile over rows that start at odd elements ran 6x slower than the flat kernel (bench/tile_sweep.py)."""
+    t, p = f"!fusec.tensor<[4, {width}], bf16>", f"!fusec.tensor<[4, {width + 8}], bf16>"
+    text = _graph(f"%x : {t}", p, f"""
+%z = fusec.constant 0 : !fusec.tensor<[4, 8], bf16>
+%c = fusec.cat %x, %z dim 1 : ({t}, !fusec.tensor<[4, 8], bf16>) -> {p}
+fusec.output %c : {p}""", "")
+    (kernel,) = _check_same_meaning(text, [{}])["g"]
+    assert kernel.is_tiled == tiled
