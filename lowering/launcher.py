@@ -328,7 +328,7 @@ class _LauncherWriter:
         t = tensor_type_of(op.result)
         known = self.layouts.get(src)
         layout = view_layout(op, known) if known is not None else None
-        if layout is not None and not _is_graph_output(op.result):
+        if known is not None and layout is not None and not _is_graph_output(op.result):
             # Made in one call from what the launcher knows; a graph output keeps torch's own view (its strides
             # of size-1 dims are what eager's are).
             self.layouts[out] = layout
@@ -344,8 +344,8 @@ class _LauncherWriter:
         lines = [f"{out} = {self.view_expr(op, src)}"]
         if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses):
             # form-kernels folds views into loads; a kernel reading a view still gets the layout its type says
-            layout = self.shape_tuple(t.layout)
-            lines += [f"if {out}.stride() != {layout}:", f"    {out} = _as_layout({out}, {layout})"]
+            declared = self.shape_tuple(t.layout)
+            lines += [f"if {out}.stride() != {declared}:", f"    {out} = _as_layout({out}, {declared})"]
         return lines
 
     def view_expr(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ExternOp, src: str) -> str:

@@ -83,9 +83,9 @@ def view_layout(op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp, src: Lay
         return Layout(dims, tuple(strides), src.offset)
     if isinstance(op, F.SliceOp):
         d = op.dim.data
-        strides = list(src.strides)
-        offset = src.offset + op.start.data * strides[d]
-        strides[d] = strides[d] * op.step.data
-        return Layout(dims, tuple(strides), offset)
-    strides = _reshape_strides(src, dims)
-    return None if strides is None else Layout(dims, strides, src.offset)
+        sliced = list(src.strides)
+        offset = src.offset + op.start.data * sliced[d]
+        sliced[d] = sliced[d] * op.step.data
+        return Layout(dims, tuple(sliced), offset)
+    reshaped = _reshape_strides(src, dims)
+    return None if reshaped is None else Layout(dims, reshaped, src.offset)

@@ -86,9 +86,9 @@ class HoistViewAboveGatheredPointwise(RewritePattern):
         if not isinstance(producer, F.PointwiseOp) or producer.fn.data in POSITIONAL:
             return
         full = tensor_type_of(producer.result)
-        tensors = [x for x in producer.inputs if isinstance(x.type, F.TensorType) and x.type.rank > 0]
-        if any(x.type.layout != full.layout or not all(provably_equal(a, b) for a, b in zip(x.type.dims, full.dims, strict=True))
-               for x in tensors if x.type.rank == full.rank) or any(x.type.rank != full.rank for x in tensors):
+        tensors = {x: x.type for x in producer.inputs if isinstance(x.type, F.TensorType) and x.type.rank > 0}
+        if any(t.rank != full.rank or t.layout != full.layout
+               or not all(provably_equal(a, b) for a, b in zip(t.dims, full.dims, strict=True)) for t in tensors.values()):
             return
         viewed_type = tensor_type_of(view.result)
         new_ops: list[Operation] = []
@@ -97,7 +97,7 @@ class HoistViewAboveGatheredPointwise(RewritePattern):
             if x not in tensors:
                 operands.append(x)
                 continue
-            new_ops.append(_view_like(view, x, F.TensorType(viewed_type.dims, x.type.element_type, viewed_type.layout)))
+            new_ops.append(_view_like(view, x, F.TensorType(viewed_type.dims, tensors[x].element_type, viewed_type.layout)))
             operands.append(new_ops[-1].results[0])
         new_ops.append(F.PointwiseOp(producer.fn.data, operands, viewed_type.contiguous()))
         rewriter.insert(new_ops, InsertPoint.before(op))

@@ -222,7 +222,7 @@ def idle_lanes(domain: Sequence[sympy.Expr]) -> float:
     return (width - int(w)) / width
 
 
-def misaligned_rows(kernel: F.KernelOp, plan: Tiling) -> list[Operation]:
+def misaligned_rows(kernel: F.KernelOp, plan: Tiling) -> list[F.LoadOp | F.StoreOp]:
     """Accesses whose tile rows do not provably start a multiple of 4 bytes apart (16-bit elements at an odd
     row stride).  A tile only to drop a broadcast's div/mod then runs far slower than the flat kernel:
     zero-padding [1024, 50257] bf16 rows to 50264 took 295 us tiled at every tile shape from 64x64 to
