@@ -398,3 +398,26 @@ def test_a_column_sum_that_reads_a_per_row_statistic_is_a_column_reduction():
     for n in (700, 1031):
         g, x, mean = random_inputs(module, {"s0": n}, seed=n)
         assert_same_results([(g * (x - mean)).sum(0), g.sum(0)], compiled([g, x, mean]), **TOL)
+
+
+def test_a_row_read_reduction_that_stores_its_input_transposed_is_a_column_reduction():
+    """ViT's attention bias gradient: its input comes transposed from a bmm ([96, rows], read along r), and the
+    kernel also stores the value in [rows, 96] layout (at ``96*r + x``) for the next matmul.  Rows of whole r
+    gave one column a program and stored one lane per row; as a column reduction the store coalesces."""
+    t, tt, v = tensor_type("s0, 96"), tensor_type("96, s0"), tensor_type("96")
+    text = f"""builtin.module {{
+  fusec.graph @g(%gt : {tt}) -> ({v}, {t}) symbols(s0 in [512, inf]) {{
+    %p = fusec.permute %gt [1, 0] : {tt} -> !fusec.tensor<[s0, 96], f32, strides [1, s0]>
+    %n = fusec.pointwise "neg" %p : (!fusec.tensor<[s0, 96], f32, strides [1, s0]>) -> {t}
+    %db = fusec.reduce "sum" %n dims [0] : {t} -> {v}
+    fusec.output %db, %n : {v}, {t}
+  }}
+}}"""
+    (kernel,) = kernels(fused(text))
+    assert kernel.is_outer_reduction
+    module, notes = split(text, [{"s0": 700}, {"s0": 513}], splits=0)
+    assert [n.code for n in notes] == ["split"] and len(kernels(module)) == 2
+    compiled = compile_module(module, {"s0": 700})
+    for n in (700, 1031):
+        (gt,) = random_inputs(module, {"s0": n}, seed=n)
+        assert_same_results([-gt.t().sum(0), -gt.t()], compiled([gt]), **TOL)
