@@ -386,18 +386,24 @@ def layer_norm_weight_gradient_graph(rows: str, cols: str, symbols: str = "") ->
 }}"""
 
 
-def test_a_column_sum_that_reads_a_per_row_statistic_is_a_column_reduction():
-    """ViT's LayerNorm weight gradient, [192, 3152] (x = columns): its per-row mean moves with r only, which
-    says nothing of the layout; it was taken for a row reduction (too short to split) and ran as 3 programs."""
-    text = layer_norm_weight_gradient_graph("s0", "96", symbols="s0 in [512, inf]")
+def assert_split_as_column_sum(text: str, eager) -> None:
+    """The fused kernel of ``text`` (symbol s0 >= 512) is a column reduction, split in two kernels that give
+    ``eager(*inputs)`` at two sizes."""
     (kernel,) = kernels(fused(text))
     assert kernel.is_outer_reduction
     module, notes = split(text, [{"s0": 700}, {"s0": 513}], splits=0)
     assert [n.code for n in notes] == ["split"] and len(kernels(module)) == 2
     compiled = compile_module(module, {"s0": 700})
     for n in (700, 1031):
-        g, x, mean = random_inputs(module, {"s0": n}, seed=n)
-        assert_same_results([(g * (x - mean)).sum(0), g.sum(0)], compiled([g, x, mean]), **TOL)
+        inputs = random_inputs(module, {"s0": n}, seed=n)
+        assert_same_results(eager(*inputs), compiled(inputs), **TOL)
+
+
+def test_a_column_sum_that_reads_a_per_row_statistic_is_a_column_reduction():
+    """ViT's LayerNorm weight gradient, [192, 3152] (x = columns): its per-row mean moves with r only, which
+    says nothing of the layout; it was taken for a row reduction (too short to split) and ran as 3 programs."""
+    assert_split_as_column_sum(layer_norm_weight_gradient_graph("s0", "96", symbols="s0 in [512, inf]"),
+                               lambda g, x, mean: [(g * (x - mean)).sum(0), g.sum(0)])
 
 
 def test_a_row_read_reduction_that_stores_its_input_transposed_is_a_column_reduction():
@@ -413,11 +419,4 @@ def test_a_row_read_reduction_that_stores_its_input_transposed_is_a_column_reduc
     fusec.output %db, %n : {v}, {t}
   }}
 }}"""
-    (kernel,) = kernels(fused(text))
-    assert kernel.is_outer_reduction
-    module, notes = split(text, [{"s0": 700}, {"s0": 513}], splits=0)
-    assert [n.code for n in notes] == ["split"] and len(kernels(module)) == 2
-    compiled = compile_module(module, {"s0": 700})
-    for n in (700, 1031):
-        (gt,) = random_inputs(module, {"s0": n}, seed=n)
-        assert_same_results([-gt.t().sum(0), -gt.t()], compiled([gt]), **TOL)
+    assert_split_as_column_sum(text, lambda gt: [-gt.t().sum(0), -gt.t()])
