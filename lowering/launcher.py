@@ -34,7 +34,7 @@ from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
-from fusec.lowering.view_layouts import Layout, view_layout
+from fusec.lowering.view_layouts import Layout, same_strides, view_layout
 
 
 class KernelSource(Protocol):
@@ -337,7 +337,7 @@ class _LauncherWriter:
                               self.py(sympy.expand(layout.offset - known.offset))])
             lines = [f"{out} = _reinterpret({args})"]
             if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses) \
-                    and not _same_layout(layout, _declared(t)):
+                    and not same_strides(layout.dims, layout.strides, t.layout):
                 lines.append(f"{out} = _as_layout({out}, {self.shape_tuple(t.layout)})")
                 self.layouts[out] = _declared(t)
             return lines
@@ -487,11 +487,6 @@ def _is_view_extern(op) -> bool:
 
 def _declared(t: F.TensorType) -> Layout:
     return Layout(tuple(t.dims), tuple(t.layout), sympy.Integer(0))
-
-
-def _same_layout(a: Layout, b: Layout) -> bool:
-    """Equal strides wherever a dim has more than one element (a size-1 dim's stride addresses nothing)."""
-    return all(d == 1 or sympy.expand(x - y) == 0 for d, x, y in zip(a.dims, a.strides, b.strides, strict=True))
 
 
 def _is_graph_output(v: SSAValue) -> bool:

@@ -27,14 +27,14 @@ class Layout(NamedTuple):
     offset: sympy.Expr  # elements past the storage offset of the buffer the chain of views started from
 
 
-def _same(a: sympy.Expr, b: sympy.Expr) -> bool:
-    return sympy.expand(a - b) == 0
+def same_strides(dims: Sequence[sympy.Expr], a: Sequence[sympy.Expr], b: Sequence[sympy.Expr]) -> bool:
+    """Equal strides wherever a dim has more than one element (a size-1 dim's stride addresses nothing)."""
+    return all(d == 1 or sympy.expand(x - y) == 0 for d, x, y in zip(dims, a, b, strict=True))
 
 
 def is_contiguous(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
-    """Row-major, size-1 dims aside (their strides address nothing)."""
-    want = shapes.contiguous_strides(list(dims))
-    return all(d == 1 or _same(s, w) for d, s, w in zip(dims, strides, want, strict=True))
+    """Row-major, size-1 dims aside."""
+    return same_strides(dims, strides, shapes.contiguous_strides(list(dims)))
 
 
 def _view_strides(old_dims: Sequence[int], old_strides: Sequence[int], new_dims: Sequence[int]) -> list[int] | None:

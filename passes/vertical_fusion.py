@@ -171,7 +171,7 @@ def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: in
             return Plan("move")
         return "recompute-too-expensive", (f"{describe(c)} reads {describe(p)} at {len(sites)} indices: {cost} ops "
                                            f"each > recompute-max-ops={recompute_max_ops}")
-    if recompute_pays(p, c, others, len(sites)):
+    if recompute_pays(p, others, len(sites)):
         return Plan("recompute")
     cover = next((ld.index.data for ld in loads if ld.mask is None and covers_domain(ld.index.data, c.domain_exprs)), None)
     cycle = cover is not None and graph.reaches(p, c)
@@ -183,8 +183,9 @@ def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: in
     return _must_stay(p, c, others, cover, cycle, len(sites), recompute_max_ops)
 
 
-def recompute_pays(p: F.KernelOp, c: F.KernelOp, others: list, sites: int) -> bool:
-    """Whether C and P's k other readers all recomputing P beats C storing it for them (``materialise``).
+def recompute_pays(p: F.KernelOp, others: list, sites: int) -> bool:
+    """Whether C (reading P at ``sites`` indices) and P's k other readers all recomputing P beats C storing it
+    for them (``materialise``).
 
     Per element, storing costs P's output bytes ``b_out`` once plus k loads of them; recomputing costs the
     other readers P's own full-size loads ``b_in`` again (loads of smaller buffers, per-row statistics, stay in
