@@ -3,6 +3,9 @@
     python bench/models.py [--models gpt2,bert,vit,resnet,llama] [--dtypes bf16,fp32] [--modes infer,train]
                            [--backends fusec,inductor,inductor-combo] [--dynamic] [--calls 20] [--json out.json]
 
+Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs); inductor, inductor-combo, and each
+with ``-ro`` (mode="reduce-overhead": CUDA graphs).
+
 Each (model, mode, dtype, backend) runs in a fresh process with empty compile
 caches, so the first call is a cold compile.  It reports: graphs that fell back
 to eager (fusec's "runs with torch" warnings), the largest error against eager
@@ -157,8 +160,8 @@ def one(args) -> dict:
     else:
         import torch._inductor.config as ic
 
-        ic.combo_kernels = args.backend == "inductor-combo"
-        compiled.compile(dynamic=args.dynamic or None)
+        ic.combo_kernels = args.backend.startswith("inductor-combo")
+        compiled.compile(dynamic=args.dynamic or None, mode="reduce-overhead" if args.backend.endswith("-ro") else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.synchronize()
@@ -197,12 +200,13 @@ def one(args) -> dict:
 
 def fusec_variant(name: str) -> dict:
     """Options of the fusec variants compared here: ``fusec`` (the defaults), ``fusec-unpadded`` (the default
-    pipeline without pad-matmuls), ``fusec-pooling`` (native_pooling)."""
+    pipeline without pad-matmuls), ``fusec-pooling`` (native_pooling), ``fusec-ro`` (CUDA graphs, as Inductor's
+    ``inductor-ro`` and ``inductor-combo-ro``: mode="reduce-overhead")."""
     if name == "fusec-unpadded":
         from fusec.pipeline import default_pipeline_spec
 
         return {"pipeline": default_pipeline_spec().replace("pad-matmuls,", "")}
-    return {"fusec": {}, "fusec-pooling": {"native_pooling": True}}[name]
+    return {"fusec": {}, "fusec-pooling": {"native_pooling": True}, "fusec-ro": {"cudagraphs": True}}[name]
 
 
 def failure(stderr: str) -> str:

@@ -62,6 +62,7 @@ class BackendOptions:
     execute: str = "triton"
     compile_workers: int | None = None  # None: $FUSEC_COMPILE_WORKERS, else min(cpus, 8)
     native_pooling: bool = False  # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls
+    cudagraphs: bool = False  # replay each graph's launches as a CUDA graph (fusec.runtime.cudagraphs)
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -84,7 +85,13 @@ class BackendOptions:
         pooling = options.get("native_pooling", False)
         if not isinstance(pooling, bool):
             raise BackendOptionError(f"fusec: option 'native_pooling' must be True or False, got {pooling!r}")
-        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling)
+        graphs = options.get("cudagraphs", False)
+        if not isinstance(graphs, bool):
+            raise BackendOptionError(f"fusec: option 'cudagraphs' must be True or False, got {graphs!r}")
+        if graphs and execute == "interpret":
+            raise BackendOptionError("fusec: option 'cudagraphs' needs execute='triton' (the interpreter launches nothing)")
+        return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling,
+                              graphs)
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -105,8 +112,11 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
 
     options = BackendOptions.from_dict(kwargs.pop("options", None))
     mode = kwargs.pop("mode", None)
-    if mode not in (None, "default"):
-        raise BackendOptionError(f"fusec: torch.compile(mode={mode!r}) is not supported; fusec takes options={{...}}")
+    if mode == "reduce-overhead":  # torch.compile passes mode or options, never both
+        options = dataclasses.replace(options, cudagraphs=True)
+    elif mode not in (None, "default"):
+        raise BackendOptionError(f"fusec: torch.compile(mode={mode!r}) is not supported (only 'default' and "
+                                 "'reduce-overhead'); fusec takes options={...}")
     if kwargs:
         raise BackendOptionError(f"fusec: unexpected backend argument(s) {', '.join(sorted(kwargs))}")
     parse_pipeline_spec(options.pipeline_spec())  # a bad spec fails here, before any tracing
@@ -148,7 +158,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     checks = "layout" if kind == "backward" else "alignment"
     warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
     if warm is not None and warm[1] is not None:
-        return boxed_runner(info, warm[1])
+        return boxed_runner(info, _replayed(warm[1], gm, kind, info, options))
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
         (dump / "fx_graph.py").write_text(gm.print_readable(print_output=False))
@@ -174,7 +184,33 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
 
         if isinstance(executor, CompiledGraph):
             graph_cache.store(warm[0], executor.launcher)
-    return boxed_runner(info, executor)
+    return boxed_runner(info, _replayed(executor, gm, kind, info, options))
+
+
+def _replayed(executor, gm: torch.fx.GraphModule, kind: str, info: ImportInfo, options: BackendOptions):
+    """``executor`` replayed as CUDA graphs where ``options.cudagraphs`` asks: a forward's parameters and buffers
+    (AOTAutograd's static inputs), a backward's saved tensors and every constant are read in place; the user sees a
+    forward's first outputs (the rest are saved for the backward) and every output of an inference graph."""
+    if not options.cudagraphs or options.execute != "triton":
+        return executor
+    from fusec.runtime.cudagraphs import CudaGraphed
+
+    context = torch._guards.TracingContext.try_get()
+    meta = context.fw_metadata if context is not None else None
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if kind == "backward":
+        static_args = {j for j, n in enumerate(placeholders) if not n.name.startswith("tangents")}
+    else:
+        static_args = set(meta.static_input_indices) if meta is not None else set()
+    tensors = [slot for slot in info.inputs if slot.kind == "tensor"]
+    static = {slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in static_args}
+    static |= set(range(len(tensors), len(tensors) + len(info.constants)))  # constants_on keeps one copy per device
+    visible = None  # an inference graph's outputs are all the user's
+    if kind == "forward" and meta is not None:
+        visible = frozenset(slot.index for slot in info.outputs[:meta.num_forward_returns] if slot.kind == "tensor")
+    elif kind == "backward":  # gradients go to autograd, and die with the next zero_grad
+        visible = frozenset()
+    return CudaGraphed(executor, info.graph_name, static=frozenset(static), visible=visible)
 
 
 def _warm_start(module: ModuleOp, info: ImportInfo, spec: str, checks: str, options: BackendOptions):
