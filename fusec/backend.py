@@ -210,7 +210,7 @@ def _replayed(executor, gm: torch.fx.GraphModule, kind: str, info: ImportInfo, o
         visible = frozenset(slot.index for slot in info.outputs[:meta.num_forward_returns] if slot.kind == "tensor")
     elif kind == "backward":  # gradients go to autograd, and die with the next zero_grad
         visible = frozenset()
-    return CudaGraphed(executor, info.graph_name, static=frozenset(static), visible=visible)
+    return CudaGraphed(executor, info.graph_name, static=frozenset(static), visible=visible, shapes_vary=bool(info.symbols))
 
 
 def _warm_start(module: ModuleOp, info: ImportInfo, spec: str, checks: str, options: BackendOptions):

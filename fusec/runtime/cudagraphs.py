@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import torch
 
 from fusec.base.progress import logger
+from fusec.lowering.launcher import reinterpret_tensor
 
 SMALL_OUTPUT_BYTES = 64 * 1024  # a user-visible output this small is copied out rather than pinning its recording
 MAX_INSTANCES = 3  # recordings per input shape: a held output makes the next call record another
@@ -70,39 +70,49 @@ class CudaRecorder:
         return lambda inputs: graph.replay(), list(outputs)
 
 
+_storage_use_count = torch._C._storage_Use_Count
+_reinterpret = reinterpret_tensor()
+
+
 def _use_count(storage) -> int:
-    return torch._C._storage_Use_Count(storage._cdata)
+    return _storage_use_count(storage._cdata)
 
 
-@dataclass
 class _Recording:
-    """One recorded instance: where its static inputs were, the buffers its other inputs are copied into,
-    and how each of its outputs is handed out."""
+    """One recorded instance: where its static inputs were, the buffers its other inputs are copied into, and how
+    each of its outputs is handed out (per call: list operations and one C call per input or output, no more)."""
 
-    replay: Callable[[Sequence[torch.Tensor]], None]
-    pinned: tuple[tuple[int, int], ...]  # (input, data_ptr) read in place
-    copied: tuple[tuple[int, torch.Tensor], ...]  # (input, the recording's buffer)
-    outputs: list[torch.Tensor]
-    handout: list[tuple]  # per output: ("pool",) | ("copy",) | ("input", i, size, stride, offset from the input's)
-    pool: list = field(default_factory=list)  # (storage, use count when only the recording holds it)
+    def __init__(self, replay, pinned: list[tuple[int, int]], copied: list[tuple[int, torch.Tensor]],
+                 outputs: list[torch.Tensor], pooled: list[int], copies: list[int], aliases: list[tuple]):
+        self.replay = replay
+        self.pinned_at = [i for i, _ in pinned]  # inputs read in place, and where
+        self.pinned_ptrs = [ptr for _, ptr in pinned]
+        self.copied_at = [i for i, _ in copied]  # inputs copied, and into which buffers
+        self.buffers = [b for _, b in copied]
+        self.outputs = outputs
+        self.pooled = pooled  # outputs handed out as new tensors on the pool's storage
+        self.copies = copies  # outputs handed out as copies
+        self.aliases = aliases  # (output, input, size, stride, offset from the input's): views of the caller's input
+        storages = {outputs[n].untyped_storage().data_ptr(): outputs[n].untyped_storage() for n in pooled}
+        self.storages = list(storages.values())  # kept: their use counts say whether anyone else holds them
+        self.cdatas = [s._cdata for s in self.storages]
+        self.bases = [_use_count(s) for s in self.storages]
 
     def fits(self, inputs: Sequence[torch.Tensor]) -> bool:
-        return all(inputs[i].data_ptr() == ptr for i, ptr in self.pinned) and \
-            all(_use_count(s) <= base for s, base in self.pool)
+        return [inputs[i].data_ptr() for i in self.pinned_at] == self.pinned_ptrs and \
+            [_storage_use_count(c) for c in self.cdatas] == self.bases
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        for i, buffer in self.copied:
-            buffer.copy_(inputs[i])
+        if self.buffers:
+            torch._foreach_copy_(self.buffers, [inputs[i] for i in self.copied_at])
         self.replay(inputs)
-        out = []
-        for t, how in zip(self.outputs, self.handout, strict=True):
-            if how[0] == "pool":
-                out.append(t.detach())  # a new tensor on the pool's storage: its use count says it is held
-            elif how[0] == "copy":
-                out.append(t.clone())
-            else:
-                src = inputs[how[1]]
-                out.append(src.as_strided(how[2], how[3], src.storage_offset() + how[4]))
+        out = list(self.outputs)
+        for n in self.pooled:
+            out[n] = out[n].detach()  # a new tensor on the pool's storage: the storage's use count says it is held
+        for n in self.copies:
+            out[n] = out[n].clone()
+        for n, i, size, stride, offset in self.aliases:
+            out[n] = _reinterpret(inputs[i], size, stride, offset)
         return out
 
 
@@ -111,22 +121,25 @@ class CudaGraphed:
 
     def __init__(self, call: Callable[[list[torch.Tensor]], list[torch.Tensor]], name: str, *,
                  static: frozenset[int] = frozenset(), visible: frozenset[int] | None = None,
-                 max_instances: int = MAX_INSTANCES, recorder=None):
+                 shapes_vary: bool = True, max_instances: int = MAX_INSTANCES, recorder=None):
         self.call = call
         self.name = name
         self.static = static  # inputs read in place (parameters, buffers, a backward's saved tensors)
         self.visible = visible  # outputs the user sees and may hold (None: all); a forward's others are saved for its backward
+        self.shapes_vary = shapes_vary  # False: one shape only (no size symbol), so no key to compute per call
         self.max_instances = max_instances
         self.recorder = recorder or CudaRecorder()
         self.stats = {"plain": 0, "recorded": 0, "replayed": 0}
-        self._shapes: dict[tuple, list[_Recording] | str] = {}
+        self._shapes: dict[tuple | None, list[_Recording] | str] = {}
         self._warned: set[str] = set()
 
     def __getattr__(self, name):  # the wrapped graph's kernels, source, ... (its report and tests read them)
         return getattr(self.__dict__["call"], name)
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        key = tuple((tuple(t.shape), t.stride(), t.dtype, t.device) for t in inputs)
+        # Dtypes and devices are the graph's (Dynamo's guards); copied inputs may come in any layout (the copy
+        # takes it), and inputs read in place are at the address they were recorded with: only sizes vary.
+        key = tuple([t.shape for t in inputs]) if self.shapes_vary else None
         state = self._shapes.get(key)
         if state is None:  # the first call of a shape: as it is (it compiles, and shows what the graph returns)
             outputs = self.call(list(inputs))
@@ -169,22 +182,21 @@ class CudaGraphed:
                 args.append(buffer)
         replay, outputs = self.recorder.record(self.call, args, frozenset(i for i, _ in pinned))
         own = {t.untyped_storage().data_ptr(): (i, t) for i, t in enumerate(args) if t.numel()}  # storage -> its input
-        handout: list[tuple] = []
-        storages: dict[int, torch.UntypedStorage] = {}
-        copies = {i for i, _ in copied}
+        copied_at = {i for i, _ in copied}
+        pooled: list[int] = []
+        copies: list[int] = []
+        aliases: list[tuple] = []
         for n, t in enumerate(outputs):
             visible = self.visible is None or n in self.visible
             base = own.get(t.untyped_storage().data_ptr())
-            if base is not None and (visible or base[0] not in copies):  # a view of an input: on the caller's tensor
+            if base is not None and (visible or base[0] not in copied_at):  # a view of an input: on the caller's
                 i, b = base
-                handout.append(("input", i, tuple(t.shape), t.stride(), t.storage_offset() - b.storage_offset()))
+                aliases.append((n, i, tuple(t.shape), t.stride(), t.storage_offset() - b.storage_offset()))
             elif base is None and visible and t.numel() * t.element_size() <= SMALL_OUTPUT_BYTES:
-                handout.append(("copy",))
+                copies.append(n)
             else:  # in the pool, or a saved view of a copied input: where the backward's recording will read it
-                handout.append(("pool",))
-                storages.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage())
-        recording = _Recording(replay, tuple(pinned), tuple(copied), outputs, handout)
-        recording.pool = [(s, _use_count(s)) for s in storages.values()]
+                pooled.append(n)
+        recording = _Recording(replay, pinned, copied, outputs, pooled, copies, aliases)
         logger.debug("@%s: recorded a CUDA graph (%d inputs read in place, %d copied, %d outputs)",
                      self.name, len(pinned), len(copied), len(outputs))
         return recording
