@@ -151,6 +151,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
         except UnsupportedGraph as e:
             return _eager(gm, name, str(e), dump)
     timings = {"import": time.perf_counter() - started}
+    saved_from = _saved_outputs_from(info, kind) if options.execute == "triton" else None
+    if saved_from is not None:  # their layouts are the pipeline's to choose (channels-last): reported to AOTAutograd
+        from xdsl.dialects.builtin import IntAttr
+
+        from fusec.passes.channels_last import SAVED_OUTPUTS
+
+        F.find_graph(module).attributes[SAVED_OUTPUTS] = IntAttr(saved_from)
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     spec = options.pipeline_spec()
     # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
@@ -158,6 +165,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     checks = "layout" if kind == "backward" else "alignment"
     warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
     if warm is not None and warm[1] is not None:
+        _report_output_strides(gm, info, warm[1].launcher.output_orders)
         return boxed_runner(info, _replayed(warm[1], gm, kind, info, options))
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
@@ -179,12 +187,49 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
         from fusec.report import write_dump_report
 
         write_dump_report(dump, module, module_text_with_locations(module), timings)
-    if warm is not None and warm[0] is not None:
-        from fusec.runtime import CompiledGraph, graph_cache
+    from fusec.runtime import CompiledGraph, graph_cache
 
-        if isinstance(executor, CompiledGraph):
+    if isinstance(executor, CompiledGraph):
+        _report_output_strides(gm, info, executor.launcher.output_orders)
+        if warm is not None and warm[0] is not None:
             graph_cache.store(warm[0], executor.launcher)
     return boxed_runner(info, _replayed(executor, gm, kind, info, options))
+
+
+def _saved_outputs_from(info: ImportInfo, kind: str) -> int | None:
+    """A forward graph's first output that only the backward reads (AOTAutograd's tensors saved for it), or None.
+
+    Outputs [0, num_forward_returns) are the user's (and mutated inputs'); the graph's outputs are ordered as the
+    FX outputs first name them, so every graph output past the last one the user sees is a saved tensor."""
+    context = torch._guards.TracingContext.try_get()
+    if kind != "forward" or context is None or context.fw_metadata is None or context.output_strides is None \
+            or info.symbols:
+        return None  # under symbolic sizes AOTAutograd restrides a backward's inputs to static strides only
+    seen = [slot.index for slot in info.outputs[:context.fw_metadata.num_forward_returns] if slot.kind == "tensor"]
+    return max(seen, default=-1) + 1
+
+
+def _report_output_strides(gm: torch.fx.GraphModule, info: ImportInfo, orders) -> None:
+    """Tell AOTAutograd the strides of outputs the pipeline laid out otherwise than eager (channels-last
+    activations saved for the backward), so that it compiles the backward for them (None: eager's)."""
+    context = torch._guards.TracingContext.try_get()
+    if context is None or context.output_strides is None or not any(o is not None for o in orders):
+        return
+    values = list(gm.graph.find_nodes(op="output")[0].args[0])
+    strides: list = []
+    for slot, node in zip(info.outputs, values, strict=True):
+        order = orders[slot.index] if slot.kind == "tensor" and slot.index < len(orders) else None
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if order is None or slot.dim_order is not None or not isinstance(val, torch.Tensor):
+            strides.append(None)
+            continue
+        stride: list = [None] * val.dim()
+        inner = 1
+        for d in reversed(order):
+            stride[d] = inner
+            inner = inner * val.shape[d]
+        strides.append(tuple(stride))
+    context.output_strides.extend(strides)
 
 
 def _replayed(executor, gm: torch.fx.GraphModule, kind: str, info: ImportInfo, options: BackendOptions):

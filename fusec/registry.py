@@ -29,6 +29,7 @@ def _lazy(module: str, cls: str) -> PassFactory:
 
 # fusec's own passes, in pipeline order.  form-kernels is the correctness baseline every pipeline starts with.
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
+    "channels-last": ("fusec.passes.channels_last", "ChannelsLast"),
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
     "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),

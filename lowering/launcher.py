@@ -29,12 +29,12 @@ from fusec.analysis.bind_plan import InputMismatch, bind_plan
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import tensor_type_of
+from fusec.dialects.attributes import TensorType, tensor_type_of
 from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
-from fusec.lowering.view_layouts import Layout, same_strides, view_layout
+from fusec.lowering.view_layouts import Layout, dim_order, same_strides, view_layout
 
 
 class KernelSource(Protocol):
@@ -62,6 +62,9 @@ class Launcher:
     # kernel name -> positions of (pointers whose alignment varies, runtime ints, constexprs chosen per call),
     # then the pointers' element types (what a runner shared between launch sites must also key on)
     launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, ...]], ...] = ()
+    # per output: the order of its dims, outermost first, where its layout is dense but not row-major (a
+    # channels-last activation saved for the backward: fusec.backend reports its strides to AOTAutograd)
+    output_orders: tuple[tuple[int, ...] | None, ...] = ()
 
 
 def runtime_globals() -> dict[str, object]:
@@ -210,7 +213,10 @@ class _LauncherWriter:
         lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
         source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
         keys = tuple((k, tuple(sorted(a)), tuple(sorted(b)), tuple(sorted(c)), d) for k, (a, b, c, d) in self.sites.items())
-        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys)
+        returned = ops[-1].operands if ops and isinstance(ops[-1], F.OutputOp) else ()
+        orders = tuple(dim_order(t.dims, t.layout) if isinstance(t := v.type, TensorType) else None
+                       for v in returned)
+        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys, orders)
 
     def op_lines(self, op: Operation) -> list[str]:
         if isinstance(op, F.KernelOp):

@@ -37,6 +37,14 @@ def is_contiguous(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> 
     return same_strides(dims, strides, shapes.contiguous_strides(list(dims)))
 
 
+def dim_order(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> tuple[int, ...] | None:
+    """The order of a dense layout's dims, outermost first (channels-last NCHW: ``(0, 2, 3, 1)``), where it is not
+    row-major; None where it is row-major (size-1 dims aside) or not dense."""
+    if is_contiguous(dims, strides):
+        return None
+    return shapes.dense_dim_order(dims, strides)
+
+
 def _view_strides(old_dims: Sequence[int], old_strides: Sequence[int], new_dims: Sequence[int]) -> list[int] | None:
     """torch's ``computeStride`` (ATen's TensorUtils.cpp): the strides of ``view(new_dims)``, None where a
     view cannot exist (``reshape`` would copy)."""

@@ -59,8 +59,14 @@ class KernelNamer:
 
 
 def pointwise_kernel(op: F.PointwiseOp, name: str) -> F.KernelOp:
-    out = tensor_type_of(op.result).contiguous()
-    idx = shapes.flat_to_dims(X, out.dims)
+    out = tensor_type_of(op.result)
+    order = None if out.is_contiguous else shapes.dense_dim_order(out.dims, out.layout)
+    if order is None:  # row-major; a layout that is not dense is eager's business (the backend's outputs)
+        out = out.contiguous()
+        idx = shapes.flat_to_dims(X, out.dims)
+    else:  # a dense permuted layout a pass chose (channels-last): x walks memory, each dim's index follows
+        inner = shapes.flat_to_dims(X, [out.dims[d] for d in order])
+        idx = [inner[order.index(d)] for d in range(out.rank)]
     kb = KernelBuilder(domain_upper([shapes.numel(out.dims)]))
     args = [kb.element(v, broadcast_index(tensor_type_of(v), out.dims, idx)) for v in op.inputs]
     kb.store(kb.add(F.PointwiseOp(op.fn.data, args, out.element_type)), out, X)

@@ -360,6 +360,24 @@ def contiguous_strides(shape: Sequence[Dim]) -> list[sympy.Expr]:
     return list(reversed(strides))
 
 
+def dense_dim_order(shape: Sequence[Dim], strides: Sequence[Dim]) -> tuple[int, ...] | None:
+    """The order of a dense layout's dims, outermost first (row-major: ``(0, 1, ..., n-1)``; channels-last NCHW:
+    ``(0, 2, 3, 1)``), proved for every size: each stride is the product of the sizes inside it.  None where the
+    layout is not dense.  Size-1 dims address nothing and come first."""
+    dims = [as_expr(d) for d in shape]
+    order: list[int] = []
+    left = [d for d in range(len(dims)) if dims[d] != 1]
+    inner: sympy.Expr = sympy.Integer(1)
+    while left:
+        nxt = next((d for d in reversed(left) if sympy.expand(as_expr(strides[d]) - inner) == 0), None)
+        if nxt is None:
+            return None
+        left.remove(nxt)
+        order.append(nxt)
+        inner = inner * dims[nxt]
+    return tuple([d for d in range(len(dims)) if dims[d] == 1] + order[::-1])
+
+
 def provably_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
     """True only when sympy proves a == b for every value of the symbols."""
     return _provably_zero(sympy.sympify(a) - sympy.sympify(b))

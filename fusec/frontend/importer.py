@@ -290,6 +290,8 @@ class GraphImporter(GraphBuilder):
 
     def _placeholder(self, node: torch.fx.Node, example) -> None:
         val = node.meta.get("val", example)
+        if _restrided(val, example):  # AOTAutograd gives a backward the layouts its forward reported (channels-last)
+            val = example
         if isinstance(val, torch.Tensor):
             arg = self.block.insert_arg(self.type_of(val, layout=True), len(self.block.args))
             self.slots.append(InputSlot("tensor", len(self.block.args) - 1))
@@ -398,6 +400,14 @@ class GraphImporter(GraphBuilder):
             if shapes.free_size_symbols([definition]) <= hints.keys():
                 hints[name] = shapes.evaluate(definition, hints)
         return hints
+
+
+def _restrided(val, example) -> bool:
+    """``example`` is ``val`` with other static strides: a saved tensor the forward returned in another layout."""
+    if not (isinstance(val, torch.Tensor) and isinstance(example, torch.Tensor)) or val.dim() != example.dim():
+        return False
+    static = all(type(x) is int for x in (*val.shape, *val.stride(), *example.shape, *example.stride()))
+    return static and tuple(val.shape) == tuple(example.shape) and tuple(val.stride()) != tuple(example.stride())
 
 
 def _ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:

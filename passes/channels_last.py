@@ -1,0 +1,191 @@
+"""channels-last: lay convolutions' activations out as NHWC, where the convolution library computes.
+
+In:  a graph before form-kernels.  Out: the 4-D activations around each ``aten.convolution`` (its input and
+result) and ``aten.convolution_backward`` (grad_output, input, grad_input) have channels-last strides
+``[C*H*W, 1, W*C, C]``, and so have the pointwise chains between them (batch norm, ReLU, residual adds, their
+gradients), so that every kernel reads and writes them in that order.  cuDNN runs 16-bit convolutions in
+NHWC only: given NCHW tensors it converts each input and result, two copies a convolution (ResNet-18's
+training step in bf16 on an H200: 814 µs of ``nchwToNhwc``/``nhwcToNchw`` in 2627 µs).  Torch returns a
+convolution's result channels-last when its input is (``cudnn_conv_suggest_memory_format``), so only the
+types change; the launcher copies an extern's result to its declared layout wherever torch chose otherwise,
+so a wrong guess costs a copy, never a wrong answer.
+
+A value changes layout only when the op making it lets the compiler choose (a pointwise op, a convolution,
+a max pool of a channels-last input) and every reader reads any layout (kernels, externs): never a view's
+input, never a graph input, and never a graph output, except those from ``fusec.saved_outputs`` on (set by
+the backend on a forward graph: tensors saved for its backward, whose strides it reports to AOTAutograd, which
+compiles the backward for them).  A convolution input that cannot change (the images, a view) is copied
+into channels-last by a ``fusec.pointwise "identity"``, as cuDNN would copy it.
+
+``when``: ``auto`` relayouts graphs marked as running on an accelerator (``fusec.device``) whose
+convolutions compute in 16-bit floats, ``always`` every graph with convolutions (tests on CPU), ``never`` none.
+``channels-last`` remarks name each convolution changed and each value left as it was, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FunctionType, IntAttr, ModuleOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from fusec.base import dtypes, remarks
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import TensorType
+from fusec.passes.pad_matmuls import graph_device
+
+CONVOLUTION = "aten.convolution.default"
+CONVOLUTION_BACKWARD = "aten.convolution_backward.default"
+# Externs whose torch kernels return channels-last results for channels-last inputs (their first operand).
+FOLLOWERS = frozenset({"aten.max_pool2d_with_indices.default", "aten.max_pool2d_with_indices_backward.default",
+                       "aten.avg_pool2d.default", "aten.avg_pool2d_backward.default"})
+SAVED_OUTPUTS = "fusec.saved_outputs"  # on a graph: outputs from this index on are saved for the backward
+WHEN = ("auto", "always", "never")
+
+
+def channels_last(t: TensorType) -> TensorType:
+    n, c, h, w = t.dims
+    return TensorType(t.dims, t.element_type, [c * h * w, 1, w * c, c])
+
+
+def saved_outputs_from(graph: F.GraphOp) -> int | None:
+    attr = graph.attributes.get(SAVED_OUTPUTS)
+    return attr.data if isinstance(attr, IntAttr) else None
+
+
+@dataclass(frozen=True)
+class ChannelsLast(ModulePass):
+    """Channels-last strides for convolutions' activations and the pointwise chains between them."""
+
+    name = "channels-last"
+
+    when: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.when not in WHEN:
+            raise ValueError(f"when must be one of {', '.join(WHEN)}, got {self.when!r}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.when == "never":
+            return
+        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
+            convs = [x for x in graph.block.ops if isinstance(x, F.ExternOp)
+                     and x.target.data in (CONVOLUTION, CONVOLUTION_BACKWARD) and _is_4d(x.inputs[0])]
+            if not convs or (self.when == "auto" and not _auto(graph, convs)):
+                continue
+            _Relayout(graph, self.name).run(convs)
+
+
+def _auto(graph: F.GraphOp, convs: list[F.ExternOp]) -> bool:
+    """16-bit convolutions on an accelerator: what cuDNN computes only in NHWC."""
+    if graph_device(graph) in (None, "cpu"):
+        return False
+    t = convs[0].inputs[0].type
+    if not isinstance(t, TensorType):
+        return False
+    dtype = dtypes.of_ir(t.element_type)
+    return dtype.bytes == 2 and dtype.is_float
+
+
+def _is_4d(v: SSAValue) -> bool:
+    return isinstance(v.type, TensorType) and v.type.rank == 4
+
+
+class _Relayout:
+    def __init__(self, graph: F.GraphOp, pass_name: str):
+        self.graph = graph
+        self.pass_name = pass_name
+        self.saved_from = saved_outputs_from(graph)
+
+    def movable(self, v: SSAValue) -> str | None:
+        """Why ``v`` keeps its layout, or None when it may become channels-last."""
+        t = v.type
+        if not isinstance(t, TensorType) or t.rank != 4:
+            return "not a 4-D tensor"
+        if not t.is_contiguous:
+            return "already laid out otherwise"
+        if isinstance(v, BlockArgument):
+            return "a graph input (its layout is the caller's)"
+        owner = v.owner
+        assert isinstance(owner, Operation)
+        if not (isinstance(owner, F.PointwiseOp) or (isinstance(owner, F.ExternOp) and owner.target.data in
+                                                     (CONVOLUTION, CONVOLUTION_BACKWARD, *FOLLOWERS))):
+            return f"made by {owner.name} (its layout is not the compiler's to choose)"
+        for use in v.uses:
+            reader = use.operation
+            if isinstance(reader, F.OutputOp):
+                if self.saved_from is None or use.index < self.saved_from:
+                    return "a graph output (eager's strides)"
+            elif not isinstance(reader, (F.PointwiseOp, F.ReduceOp, F.ExternOp)):
+                return f"read by {reader.name}"
+        return None
+
+    def run(self, convs: list[F.ExternOp]) -> None:
+        chosen, copies = self.choose(convs)
+        for v in chosen:
+            t = v.type
+            assert isinstance(t, TensorType)
+            Rewriter.replace_value_with_new_type(v, channels_last(t))
+        if self.saved_from is not None:  # saved outputs may have moved: the graph declares what it returns
+            fn = self.graph.function_type
+            self.graph.function_type = FunctionType.from_lists(list(fn.inputs.data),
+                                                               [v.type for v in self.graph.output_op.values])
+        for conv, i in copies:
+            v = conv.inputs[i]
+            t = v.type
+            assert isinstance(t, TensorType)
+            copy = F.PointwiseOp("identity", [v], channels_last(t))
+            Rewriter.insert_op(copy, InsertPoint.before(conv))
+            conv.operands[i] = copy.result
+            remarks.emit(self.pass_name, "channels-last-copy", f"{conv.target.data}: operand {i} is copied to "
+                         f"channels-last: it is {self.movable(v)}", conv)
+        for conv in convs:
+            remarks.emit(self.pass_name, "channels-last", f"{conv.target.data}: activations channels-last "
+                         f"({len(chosen)} values in this graph)", conv)
+
+    def choose(self, convs: list[F.ExternOp]) -> tuple[set[SSAValue], list[tuple[F.ExternOp, int]]]:
+        """The values to lay out channels-last, and the convolution operands to copy into it."""
+        chosen: set[SSAValue] = set()
+        work: list[SSAValue] = []
+
+        def want(v: SSAValue) -> bool:
+            if v not in chosen and self.movable(v) is None:
+                chosen.add(v)
+                work.append(v)
+            return v in chosen
+
+        copies: list[tuple[F.ExternOp, int]] = []
+        for conv in convs:
+            for i in ([0] if conv.target.data == CONVOLUTION else [0, 1]):  # the activations it reads
+                t = conv.inputs[i].type
+                if not want(conv.inputs[i]) and isinstance(t, TensorType) and t.is_contiguous and t.rank == 4:
+                    copies.append((conv, i))
+            if 0 in conv.result_positions:  # the result (a backward's grad_input, where it computes one)
+                want(conv.outputs[conv.result_positions.index(0)])
+        while work:
+            for x in _neighbours(work.pop()):
+                want(x)
+        return chosen, copies
+
+
+def _neighbours(v: SSAValue) -> list[SSAValue]:
+    """Values that take ``v``'s layout (eager's rule: a pointwise result takes its full-size operands', and they
+    its; a max pool's results take its input's)."""
+    out: list[SSAValue] = []
+    for use in v.uses:
+        reader = use.operation
+        if isinstance(reader, F.PointwiseOp) and _same_dims(reader.result, v):
+            out.append(reader.result)
+        elif isinstance(reader, F.ExternOp) and reader.target.data in FOLLOWERS and use.index == 0:
+            out += [r for r in reader.outputs if _same_dims(r, reader.outputs[0])]
+    if isinstance(v.owner, F.PointwiseOp):
+        out += [x for x in v.owner.inputs if _same_dims(x, v)]
+    return out
+
+
+def _same_dims(a: SSAValue, b: SSAValue) -> bool:
+    ta, tb = a.type, b.type
+    return isinstance(ta, TensorType) and isinstance(tb, TensorType) and ta.rank == 4 and ta.dims == tb.dims

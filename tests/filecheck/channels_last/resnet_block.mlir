@@ -1,0 +1,42 @@
+// RUN: fusec-opt %s -p "channels-last{when=always}" | filecheck %s
+// RUN: fusec-opt %s -p "channels-last{when=always}" | fusec-opt | filecheck %s
+// RUN: fusec-opt %s -p "channels-last{when=always}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: fusec-opt %s -p "channels-last" | filecheck %s --check-prefix=AUTO
+// RUN: fusec-opt %s -p "channels-last{when=always},form-kernels" | filecheck %s --check-prefix=KERNEL
+
+// A convolution, a per-channel scale, ReLU, a second convolution and a residual add, then a mean over the
+// image: every activation becomes channels-last, the images are copied into it (a graph input keeps the
+// caller's layout), and the reduction reads it as it is.  The graph output, the per-channel scale and the
+// weights keep theirs.  Without the device mark (IR written by hand), when=auto leaves the graph alone.
+builtin.module {
+  fusec.graph @block(%x : !fusec.tensor<[2, 4, 8, 8], bf16>, %w : !fusec.tensor<[4, 4, 3, 3], bf16>, %s : !fusec.tensor<[1, 4, 1, 1], bf16>) -> (!fusec.tensor<[2, 4], bf16>) {
+    %y = fusec.extern "aten.convolution.default"(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : (!fusec.tensor<[2, 4, 8, 8], bf16>, !fusec.tensor<[4, 4, 3, 3], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %z = fusec.pointwise "mul" %y, %s : (!fusec.tensor<[2, 4, 8, 8], bf16>, !fusec.tensor<[1, 4, 1, 1], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %r = fusec.pointwise "relu" %z : (!fusec.tensor<[2, 4, 8, 8], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %v = fusec.extern "aten.convolution.default"(%r, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : (!fusec.tensor<[2, 4, 8, 8], bf16>, !fusec.tensor<[4, 4, 3, 3], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %o = fusec.pointwise "add" %v, %r : (!fusec.tensor<[2, 4, 8, 8], bf16>, !fusec.tensor<[2, 4, 8, 8], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %m = fusec.reduce "sum" %o dims [2, 3] : !fusec.tensor<[2, 4, 8, 8], bf16> -> !fusec.tensor<[2, 4], bf16>
+    fusec.output %m : !fusec.tensor<[2, 4], bf16>
+  }
+}
+
+// CHECK-LABEL: fusec.graph @block
+// CHECK:       %[[X:.*]] = fusec.pointwise "identity" %x : (!fusec.tensor<[2, 4, 8, 8], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// CHECK-NEXT:  %y = fusec.extern "aten.convolution.default"(%[[X]], %w, {{.*}}) : (!fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>, !fusec.tensor<[4, 4, 3, 3], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// CHECK-NEXT:  %z = fusec.pointwise "mul" %y, %s : (!fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>, !fusec.tensor<[1, 4, 1, 1], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// CHECK-NEXT:  %r = fusec.pointwise "relu" %z {{.*}} -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// CHECK-NEXT:  %v = fusec.extern "aten.convolution.default"(%r, %w, {{.*}} -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// CHECK-NEXT:  %o = fusec.pointwise "add" %v, %r {{.*}} -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// CHECK-NEXT:  %m = fusec.reduce "sum" %o dims [2, 3] : !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]> -> !fusec.tensor<[2, 4], bf16>
+// CHECK-NEXT:  fusec.output %m : !fusec.tensor<[2, 4], bf16>
+
+// REMARK: channels-last: channels-last-copy: aten.convolution.default: operand 0 is copied to channels-last: it is a graph input (its layout is the caller's)
+// REMARK: channels-last: channels-last: aten.convolution.default: activations channels-last (5 values in this graph)
+
+// AUTO-NOT: strides
+
+// The relu kernel walks memory in channels-last order: x is the offset of what it loads and stores.
+// KERNEL:       fusec.kernel @fusec_poi_relu_{{[0-9]+}} [512]
+// KERNEL:       fusec.load %{{.*}}[x] : !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// KERNEL-NEXT:  fusec.pointwise "relu"
+// KERNEL-NEXT:  fusec.store %{{.*}}[x] : !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
