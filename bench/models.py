@@ -3,7 +3,7 @@
     python bench/models.py [--models gpt2,bert,vit,resnet,llama] [--dtypes bf16,fp32] [--modes infer,train]
                            [--backends fusec,inductor,inductor-combo] [--dynamic] [--calls 20] [--json out.json]
 
-Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs); inductor, inductor-combo, and each
+Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs), fusec-cl (channels-last in training too); inductor, inductor-combo, and each
 with ``-ro`` (mode="reduce-overhead": CUDA graphs).
 
 Each (model, mode, dtype, backend) runs in a fresh process with empty compile
@@ -202,6 +202,10 @@ def fusec_variant(name: str) -> dict:
     """Options of the fusec variants compared here: ``fusec`` (the defaults), ``fusec-unpadded`` (the default
     pipeline without pad-matmuls), ``fusec-pooling`` (native_pooling), ``fusec-ro`` (CUDA graphs, as Inductor's
     ``inductor-ro`` and ``inductor-combo-ro``: mode="reduce-overhead")."""
+    if name == "fusec-cl":  # channels-last on every graph with convolutions, training graphs too
+        from fusec.pipeline import default_pipeline_spec
+
+        return {"pipeline": default_pipeline_spec().replace("channels-last", "channels-last{when=always}")}
     if name == "fusec-unpadded":
         from fusec.pipeline import default_pipeline_spec
 

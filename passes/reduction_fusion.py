@@ -14,7 +14,9 @@ Out: for a reduction kernel K over ``[xnumel, rnumel]`` (x a row, r a column):
     - a reduction over the same ``[xnumel, rnumel]`` (softmax: the sum after the max).
   A one-row reduction (a full sum, ``[1, rnumel]``) stores its value at ``x = 0``: its scalar
   epilogue (``mean = sum / n``) joins it; a per-element one does not (serial-epilogue: the
-  one program of K would run all of E).
+  one program of K would run all of E), nor one into a reduction that split-reductions would split (few
+  long rows: a batch norm's gradient sums per channel), whose per-element stores would keep it whole
+  (split-worthy).
   Legal only when, after re-indexing, every load of an output of K reads the
   index K stores it at (``x`` for a per-row value), proved with sympy
   (index-mismatch), with no run-time offset or mask (indirect-load, masked-load).
@@ -50,6 +52,7 @@ from fusec.base.shapes import print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, equal, flat_maps, same_index, simplify_in_domain, substitute
 from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, install_within_limits, loads_of, stores_by_output
+from fusec.passes.split_reductions import worth_splitting
 
 PASS = "reduction-fusion"
 Decline = tuple[str, str]  # (remark code, message)
@@ -71,6 +74,12 @@ def joining_maps(k: F.KernelOp, e: F.KernelOp) -> list[Mapping] | Decline:
     elif equal(e.domain_exprs[0], xnumel * rnumel):
         if xnumel == 1:  # one program would run all of E's elements after the sum: keep E parallel
             return "serial-epilogue", f"{describe(e)} {_dom(e)} would run in the one program of {describe(k)} {_dom(k)}"
+        graph = k.parent_op()
+        if isinstance(graph, F.GraphOp) and worth_splitting(k, graph):
+            # Its per-element stores would need the finished reduction: split-reductions could not cut K's
+            # few long rows into chunks, and its few programs would each loop over a whole row twice.
+            return "split-worthy", (f"{describe(e)} {_dom(e)} would keep {describe(k)} {_dom(k)} (few long rows) "
+                                    "from being split into partial reductions")
         hints = [ld.index.data for ld in k.block.ops if isinstance(ld, F.LoadOp)]
         return [{X: f} for f in flat_maps(k.domain_exprs, hints)]
     return "domain-mismatch", f"{_dom(k)} vs {_dom(e)}"

@@ -93,6 +93,22 @@ def size_range(e: sympy.Expr, bounds: Mapping[str, tuple[float, float]]) -> tupl
     return value_range(e, bounds, (1, math.inf))
 
 
+def worth_splitting(kernel: F.KernelOp, graph: F.GraphOp, options: SplitReductions | None = None) -> bool:
+    """Whether this pass would split ``kernel`` by its sizes (few long rows, by the symbols' bounds or at the
+    sizes the graph was traced with) and its form: what other passes ask before making it unsplittable."""
+    o = options or SplitReductions()
+    outer = kernel.is_outer_reduction
+    max_x, min_r = (o.max_outer_xnumel, o.min_outer_rnumel) if outer else (o.max_xnumel, o.min_rnumel)
+    xnumel, rnumel = kernel.domain_exprs
+    bounds = graph.symbol_bounds
+    (_, xhi), (rlo, _) = size_range(xnumel, bounds), size_range(rnumel, bounds)
+    if xhi > max_x or rlo < min_r:
+        examples = example_sizes(graph, (xnumel, rnumel))
+        if examples is None or examples[0] > max_x or examples[1] < min_r:
+            return False
+    return isinstance(kernel_shape(kernel), Shape)
+
+
 # ---------------------------------------------------------------- the kernel's shape
 
 

@@ -175,8 +175,8 @@ def test_registered():
 # ---------------------------------------------------------------- declined
 
 
-def declined(text: str, sizes=({},)) -> str:
-    module, notes = split(text, list(sizes))
+def declined(text: str, sizes=({},), **options) -> str:
+    module, notes = split(text, list(sizes), **options)
     assert len(kernels(module)) == 1
     (note,) = notes
     assert note.code == "split-declined"
@@ -201,12 +201,24 @@ def test_softmax_is_declined_for_its_dependent_reductions():
 
 
 def test_per_element_store_of_a_reduced_value_is_declined():
-    t, k = tensor_type("2, 8192"), tensor_type("2, 1")
+    # Rows too short for reduction-fusion to keep the epilogue out (split-worthy at the default min-rnumel)
+    # but long enough for this split's min-rnumel: the fused kernel stores x - sum per element.
+    t, k = tensor_type("2, 2048"), tensor_type("2, 1")
     message = declined(graph_text(f"%x : {t}", t, f"""
     %s = fusec.reduce "sum" %x dims [1] keepdim : {t} -> {k}
     %y = fusec.pointwise "sub" %x, %s : ({t}, {k}) -> {t}
-    fusec.output %y : {t}""", symbolic=False))
+    fusec.output %y : {t}""", symbolic=False), min_rnumel=1024)
     assert message.startswith("dependent store: ")
+
+
+def test_a_split_worthy_reduction_keeps_its_per_element_epilogue_out_and_splits():
+    # reduction-fusion leaves x - sum out of a sum over few long rows (split-worthy), so the sum splits.
+    t, k = tensor_type("2, 8192"), tensor_type("2, 1")
+    module, notes = split(graph_text(f"%x : {t}", t, f"""
+    %s = fusec.reduce "sum" %x dims [1] keepdim : {t} -> {k}
+    %y = fusec.pointwise "sub" %x, %s : ({t}, {k}) -> {t}
+    fusec.output %y : {t}""", symbolic=False), [{}])
+    assert len(kernels(module)) == 3 and [n.code for n in notes] == ["split"]
 
 
 @pytest.mark.parametrize("shape,symbols,what", [("s0", "s0 in [2, inf]", "rnumel s0, as small as 2"),
