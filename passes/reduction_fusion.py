@@ -15,8 +15,8 @@ Out: for a reduction kernel K over ``[xnumel, rnumel]`` (x a row, r a column):
   A one-row reduction (a full sum, ``[1, rnumel]``) stores its value at ``x = 0``: its scalar
   epilogue (``mean = sum / n``) joins it; a per-element one does not (serial-epilogue: the
   one program of K would run all of E), nor one into a reduction that split-reductions would split (few
-  long rows: a batch norm's gradient sums per channel), whose per-element stores would keep it whole
-  (split-worthy).
+  long rows: a batch norm's gradient sums per channel) when the joined kernel could not be split: its
+  per-element stores or its second reduction need K's finished rows (split-worthy).
   Legal only when, after re-indexing, every load of an output of K reads the
   index K stores it at (``x`` for a per-row value), proved with sympy
   (index-mismatch), with no run-time offset or mask (indirect-load, masked-load).
@@ -52,7 +52,7 @@ from fusec.base.shapes import print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, equal, flat_maps, same_index, simplify_in_domain, substitute
 from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, install_within_limits, loads_of, stores_by_output
-from fusec.passes.split_reductions import worth_splitting
+from fusec.passes.split_reductions import Shape, kernel_shape, worth_splitting
 
 PASS = "reduction-fusion"
 Decline = tuple[str, str]  # (remark code, message)
@@ -74,12 +74,6 @@ def joining_maps(k: F.KernelOp, e: F.KernelOp) -> list[Mapping] | Decline:
     elif equal(e.domain_exprs[0], xnumel * rnumel):
         if xnumel == 1:  # one program would run all of E's elements after the sum: keep E parallel
             return "serial-epilogue", f"{describe(e)} {_dom(e)} would run in the one program of {describe(k)} {_dom(k)}"
-        graph = k.parent_op()
-        if isinstance(graph, F.GraphOp) and worth_splitting(k, graph):
-            # Its per-element stores would need the finished reduction: split-reductions could not cut K's
-            # few long rows into chunks, and its few programs would each loop over a whole row twice.
-            return "split-worthy", (f"{describe(e)} {_dom(e)} would keep {describe(k)} {_dom(k)} (few long rows) "
-                                    "from being split into partial reductions")
         hints = [ld.index.data for ld in k.block.ops if isinstance(ld, F.LoadOp)]
         return [{X: f} for f in flat_maps(k.domain_exprs, hints)]
     return "domain-mismatch", f"{_dom(k)} vs {_dom(e)}"
@@ -158,6 +152,14 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
     return bb.finish([k, e], number_from=e, graph=graph)
 
 
+def _keeps_whole(k: F.KernelOp, merged: F.KernelOp) -> bool:
+    """split-reductions would split K (few long rows) but not K joined with an epilogue that needs K's finished
+    rows (per-element stores of ``x - mean``, a second phase reducing ``exp(x - max)``): its few programs would
+    each loop over whole rows, so the epilogue stays a kernel of its own."""
+    graph = k.parent_op()
+    return isinstance(graph, F.GraphOp) and worth_splitting(k, graph) and not isinstance(kernel_shape(merged), Shape)
+
+
 @dataclass
 class ReductionFuser:
     """The worklist over one graph: each reduction kernel tries its readers, then its siblings."""
@@ -223,7 +225,13 @@ class ReductionFuser:
             if is_epilogue:  # siblings are speculative: only a limit on a real candidate is worth a remark
                 self.declines.record(*mapping, k, other)
             return None
-        return install_within_limits(self.graph, self.declines, join(k, other, mapping, self.graph), (k, other),
+        merged = join(k, other, mapping, self.graph)
+        if is_epilogue and _keeps_whole(k, merged[0]):
+            self.declines.record("split-worthy", f"{describe(other)} {_dom(other)} needs the finished rows of "
+                                 f"{describe(k)} {_dom(k)}: joined, its few long rows could not be split into "
+                                 "partial reductions", k, other)
+            return None
+        return install_within_limits(self.graph, self.declines, merged, (k, other),
                                      anchor=second, max_ops=self.options.max_ops, max_inputs=self.options.max_inputs)
 
 

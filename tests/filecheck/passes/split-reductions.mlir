@@ -3,6 +3,7 @@
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=128}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=8 min-rnumel=6000}" | filecheck %s --check-prefix=OPTS
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions" | filecheck %s --check-prefix=AUTO
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=WORTHY
 
 // By default S comes from the sizes: about a thousand programs, chunks of at least 2048.
 // AUTO-LABEL: fusec.graph @full_sum
@@ -106,10 +107,16 @@ builtin.module {
     fusec.output %i : !fusec.tensor<[2], i64>
   }
 
-// Declined: softmax, whose sum reduces exp(x - max): a second phase over the row.
+// Softmax over few long rows: reduction-fusion keeps its phases apart (a sum that needs the max's finished
+// rows, a division that needs both), so both reductions split and the division is a pointwise kernel.
 // CHECK-LABEL: fusec.graph @softmax
-// CHECK-NEXT:    %y = fusec.kernel @fusec_red_max_sub_exp_sum_div_{{[0-9]+}} [2, 8192] (%x)
-// REMARK: remark: split-reductions: split-declined: dependent reductions: @fusec_red_max_sub_exp_sum_div_{{[0-9]+}} reduces a value that needs another of its reductions (softmax-like phases)
+// CHECK-NEXT:    %m = fusec.kernel @fusec_red_max_{{[0-9]+}}_split [256, 64] (%x)
+// CHECK:         %m_1 = fusec.kernel @fusec_red_max_{{[0-9]+}} [2, 128] (%m)
+// CHECK:         %s = fusec.kernel @fusec_red_sub_exp_sum_{{[0-9]+}}_split [256, 64] (%x, %m_1)
+// CHECK:         %s_1 = fusec.kernel @fusec_red_sub_exp_sum_{{[0-9]+}} [2, 128] (%s)
+// CHECK:         %y = fusec.kernel @fusec_poi_sub_exp_div_{{[0-9]+}} [16384] (%x, %m_1, %s_1)
+// WORTHY: remark: reduction-fusion: split-worthy: @fusec_red_sub_exp_sum_{{[0-9]+}} [2, 8192] needs the finished rows of @fusec_red_max_{{[0-9]+}} [2, 8192]: joined, its few long rows could not be split into partial reductions
+// WORTHY: remark: reduction-fusion: split-worthy: @fusec_poi_sub_exp_div_{{[0-9]+}} [16384] needs the finished rows of @fusec_red_sub_exp_sum_{{[0-9]+}} [2, 8192]
   fusec.graph @softmax(%x : !fusec.tensor<[2, 8192], f32>) -> (!fusec.tensor<[2, 8192], f32>) {
     %m = fusec.reduce "max" %x dims [1] keepdim : !fusec.tensor<[2, 8192], f32> -> !fusec.tensor<[2, 1], f32>
     %d = fusec.pointwise "sub" %x, %m : (!fusec.tensor<[2, 8192], f32>, !fusec.tensor<[2, 1], f32>) -> !fusec.tensor<[2, 8192], f32>
@@ -119,10 +126,14 @@ builtin.module {
     fusec.output %y : !fusec.tensor<[2, 8192], f32>
   }
 
-// Declined: x - sum(x) stores per (x, r) a value that needs the reduction.
+// x - sum(x) over few long rows: the subtraction stays out of the sum (it would need the finished row),
+// which splits.  (split-reductions' own dependent-store and dependent-reductions declines:
+// tests/passes/test_split_reductions.py, on rows too short for reduction-fusion to keep them apart.)
 // CHECK-LABEL: fusec.graph @center
-// CHECK-NEXT:    %y = fusec.kernel @fusec_red_sum_sub_{{[0-9]+}} [2, 8192] (%x)
-// REMARK: remark: split-reductions: split-declined: dependent store: @fusec_red_sum_sub_{{[0-9]+}} stores a value per (x, r) that needs one of its reductions
+// CHECK-NEXT:    %s = fusec.kernel @fusec_red_sum_{{[0-9]+}}_split [256, 64] (%x)
+// CHECK:         %s_1 = fusec.kernel @fusec_red_sum_{{[0-9]+}} [2, 128] (%s)
+// CHECK:         %y = fusec.kernel @fusec_poi_sub_{{[0-9]+}} [16384] (%x, %s_1)
+// WORTHY: remark: reduction-fusion: split-worthy: @fusec_poi_sub_{{[0-9]+}} [16384] needs the finished rows of @fusec_red_sum_{{[0-9]+}} [2, 8192]
   fusec.graph @center(%x : !fusec.tensor<[2, 8192], f32>) -> (!fusec.tensor<[2, 8192], f32>) {
     %s = fusec.reduce "sum" %x dims [1] keepdim : !fusec.tensor<[2, 8192], f32> -> !fusec.tensor<[2, 1], f32>
     %y = fusec.pointwise "sub" %x, %s : (!fusec.tensor<[2, 8192], f32>, !fusec.tensor<[2, 1], f32>) -> !fusec.tensor<[2, 8192], f32>
