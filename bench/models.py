@@ -3,8 +3,8 @@
     python bench/models.py [--models gpt2,bert,vit,resnet,llama] [--dtypes bf16,fp32] [--modes infer,train]
                            [--backends fusec,inductor,inductor-combo] [--dynamic] [--calls 20] [--json out.json]
 
-Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs), fusec-cl (channels-last in training too); inductor, inductor-combo, and each
-with ``-ro`` (mode="reduce-overhead": CUDA graphs).
+Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs), fusec-cl (channels-last in training too);
+inductor, inductor-combo, and each with ``-ro`` (mode="reduce-overhead": CUDA graphs).
 
 Each (model, mode, dtype, backend) runs in a fresh process with empty compile
 caches, so the first call is a cold compile.  It reports: graphs that fell back

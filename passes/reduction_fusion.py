@@ -226,7 +226,7 @@ class ReductionFuser:
                 self.declines.record(*mapping, k, other)
             return None
         merged = join(k, other, mapping, self.graph)
-        if is_epilogue and _keeps_whole(k, merged[0]):
+        if is_epilogue and self.options.keep_splittable and _keeps_whole(k, merged[0]):
             self.declines.record("split-worthy", f"{describe(other)} {_dom(other)} needs the finished rows of "
                                  f"{describe(k)} {_dom(k)}: joined, its few long rows could not be split into "
                                  "partial reductions", k, other)
@@ -240,7 +240,8 @@ class ReductionFusion(ModulePass):
     """Merges epilogues (per-row and per-element) and sibling kernels into reduction kernels.
 
     Options: max-ops (body ops of a merged kernel), max-inputs (its input buffers),
-    siblings (also merge kernels that share an input with a reduction and its rows).
+    siblings (also merge kernels that share an input with a reduction and its rows),
+    keep-splittable (leave out an epilogue that would keep a reduction over few long rows from splitting).
     """
 
     name = PASS
@@ -248,6 +249,7 @@ class ReductionFusion(ModulePass):
     max_ops: int = 128
     max_inputs: int = 16
     siblings: bool = True
+    keep_splittable: bool = True  # false: join epilogues even where that keeps split-reductions from splitting
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:

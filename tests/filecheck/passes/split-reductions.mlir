@@ -4,6 +4,7 @@
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=8 min-rnumel=6000}" | filecheck %s --check-prefix=OPTS
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions" | filecheck %s --check-prefix=AUTO
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=WORTHY
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion{keep-splittable=false}" | filecheck %s --check-prefix=JOINED
 
 // By default S comes from the sizes: about a thousand programs, chunks of at least 2048.
 // AUTO-LABEL: fusec.graph @full_sum
@@ -129,6 +130,8 @@ builtin.module {
 // x - sum(x) over few long rows: the subtraction stays out of the sum (it would need the finished row),
 // which splits.  (split-reductions' own dependent-store and dependent-reductions declines:
 // tests/passes/test_split_reductions.py, on rows too short for reduction-fusion to keep them apart.)
+// JOINED-LABEL: fusec.graph @center
+// JOINED-NEXT:    %y = fusec.kernel @fusec_red_sum_sub_{{[0-9]+}} [2, 8192] (%x)
 // CHECK-LABEL: fusec.graph @center
 // CHECK-NEXT:    %s = fusec.kernel @fusec_red_sum_{{[0-9]+}}_split [256, 64] (%x)
 // CHECK:         %s_1 = fusec.kernel @fusec_red_sum_{{[0-9]+}} [2, 128] (%s)
