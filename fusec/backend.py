@@ -153,11 +153,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     timings = {"import": time.perf_counter() - started}
     saved_from = _saved_outputs_from(info, kind) if options.execute == "triton" else None
     if saved_from is not None:  # their layouts are the pipeline's to choose (channels-last): reported to AOTAutograd
-        from xdsl.dialects.builtin import IntAttr
+        from xdsl.dialects.builtin import IntegerAttr, i64
 
         from fusec.passes.channels_last import SAVED_OUTPUTS
 
-        F.find_graph(module).attributes[SAVED_OUTPUTS] = IntAttr(saved_from)
+        F.find_graph(module).attributes[SAVED_OUTPUTS] = IntegerAttr(saved_from, i64)
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     spec = options.pipeline_spec()
     # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was

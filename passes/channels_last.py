@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, IntAttr, ModuleOp
+from xdsl.dialects.builtin import FunctionType, IntAttr, IntegerAttr, ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -54,7 +54,9 @@ def channels_last(t: TensorType) -> TensorType:
 
 
 def saved_outputs_from(graph: F.GraphOp) -> int | None:
-    attr = graph.attributes.get(SAVED_OUTPUTS)
+    attr = graph.attributes.get(SAVED_OUTPUTS)  # printed ``fusec.saved_outputs = 12 : i64``
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
     return attr.data if isinstance(attr, IntAttr) else None
 
 

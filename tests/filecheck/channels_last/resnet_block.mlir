@@ -3,6 +3,8 @@
 // RUN: fusec-opt %s -p "channels-last{when=always}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: fusec-opt %s -p "channels-last" | filecheck %s --check-prefix=AUTO
 // RUN: fusec-opt %s -p "channels-last{when=always},form-kernels" | filecheck %s --check-prefix=KERNEL
+// RUN: fusec-opt %s -p "channels-last{when=always}" | filecheck %s --check-prefix=SAVED
+// RUN: fusec-opt %s -p "channels-last" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=SKIPPED
 
 // A convolution, a per-channel scale, ReLU, a second convolution and a residual add, then a mean over the
 // image: every activation becomes channels-last, the images are copied into it (a graph input keeps the
@@ -33,6 +35,7 @@ builtin.module {
 // REMARK: channels-last: channels-last-copy: aten.convolution.default: operand 0 is copied to channels-last: it is a graph input (its layout is the caller's)
 // REMARK: channels-last: channels-last: aten.convolution.default: activations channels-last (5 values in this graph)
 
+// AUTO-LABEL: fusec.graph @block
 // AUTO-NOT: strides
 
 // The relu kernel walks memory in channels-last order: x is the offset of what it loads and stores.
@@ -40,3 +43,32 @@ builtin.module {
 // KERNEL:       fusec.load %{{.*}}[x] : !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
 // KERNEL-NEXT:  fusec.pointwise "relu"
 // KERNEL-NEXT:  fusec.store %{{.*}}[x] : !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+
+// With the importer's device mark, when=auto relayouts a 16-bit graph that does not train, and leaves a
+// training forward (one with saved outputs) as it is, saying why.
+builtin.module {
+  fusec.graph @infer(%x : !fusec.tensor<[2, 4, 8, 8], bf16>, %w : !fusec.tensor<[4, 4, 3, 3], bf16>) -> (!fusec.tensor<[2, 4], bf16>) attributes {fusec.device = "cuda"} {
+    %y = fusec.extern "aten.convolution.default"(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : (!fusec.tensor<[2, 4, 8, 8], bf16>, !fusec.tensor<[4, 4, 3, 3], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %r = fusec.pointwise "relu" %y : (!fusec.tensor<[2, 4, 8, 8], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %m = fusec.reduce "sum" %r dims [2, 3] : !fusec.tensor<[2, 4, 8, 8], bf16> -> !fusec.tensor<[2, 4], bf16>
+    fusec.output %m : !fusec.tensor<[2, 4], bf16>
+  }
+  fusec.graph @train(%x : !fusec.tensor<[2, 4, 8, 8], bf16>, %w : !fusec.tensor<[4, 4, 3, 3], bf16>) -> (!fusec.tensor<[2, 4], bf16>, !fusec.tensor<[2, 4, 8, 8], bf16>) attributes {fusec.device = "cuda", fusec.saved_outputs = 1 : i64} {
+    %y = fusec.extern "aten.convolution.default"(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : (!fusec.tensor<[2, 4, 8, 8], bf16>, !fusec.tensor<[4, 4, 3, 3], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %r = fusec.pointwise "relu" %y : (!fusec.tensor<[2, 4, 8, 8], bf16>) -> !fusec.tensor<[2, 4, 8, 8], bf16>
+    %m = fusec.reduce "sum" %r dims [2, 3] : !fusec.tensor<[2, 4, 8, 8], bf16> -> !fusec.tensor<[2, 4], bf16>
+    fusec.output %m, %r : !fusec.tensor<[2, 4], bf16>, !fusec.tensor<[2, 4, 8, 8], bf16>
+  }
+}
+
+// AUTO-LABEL: fusec.graph @infer
+// AUTO:         fusec.pointwise "relu" {{.*}} -> !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+// AUTO-LABEL: fusec.graph @train
+// AUTO-NOT:     strides
+// AUTO:         fusec.output
+
+// SAVED-LABEL: fusec.graph @train
+// SAVED-SAME:  -> (!fusec.tensor<[2, 4], bf16>, !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>)
+// SAVED:       fusec.output %m, %r : !fusec.tensor<[2, 4], bf16>, !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
+
+// SKIPPED: remark: channels-last: channels-last-skipped: a training graph keeps its layouts
