@@ -24,7 +24,8 @@ What keeps a replay correct, whatever the caller does between calls:
 - random numbers (dropout) are torch calls, whose CUDA generator advances on every replay.
 
 Graphs that cannot be recorded (inputs or outputs off the GPU, a capture that fails) run
-without one; a warning says so once per graph.
+without one, as do shapes past the first ``max_shapes`` of a ``dynamic=True`` graph (each
+recording keeps a memory pool of its own); a warning says so once per graph and reason.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from fusec.lowering.launcher import reinterpret_tensor
 
 SMALL_OUTPUT_BYTES = 64 * 1024  # a user-visible output this small is copied out rather than pinning its recording
 MAX_INSTANCES = 3  # recordings per input shape: a held output makes the next call record another
+MAX_SHAPES = 16  # input shapes with recordings (each holds its own memory pool); later shapes run without
 
 
 class CudaRecorder:
@@ -121,13 +123,15 @@ class CudaGraphed:
 
     def __init__(self, call: Callable[[list[torch.Tensor]], list[torch.Tensor]], name: str, *,
                  static: frozenset[int] = frozenset(), visible: frozenset[int] | None = None,
-                 shapes_vary: bool = True, max_instances: int = MAX_INSTANCES, recorder=None):
+                 shapes_vary: bool = True, max_instances: int = MAX_INSTANCES, max_shapes: int = MAX_SHAPES,
+                 recorder=None):
         self.call = call
         self.name = name
         self.static = static  # inputs read in place (parameters, buffers, a backward's saved tensors)
         self.visible = visible  # outputs the user sees and may hold (None: all); a forward's others are saved for its backward
         self.shapes_vary = shapes_vary  # False: one shape only (no size symbol), so no key to compute per call
         self.max_instances = max_instances
+        self.max_shapes = max_shapes
         self.recorder = recorder or CudaRecorder()
         self.stats = {"plain": 0, "recorded": 0, "replayed": 0}
         self._shapes: dict[tuple | None, list[_Recording] | str] = {}
@@ -144,6 +148,8 @@ class CudaGraphed:
         if state is None:  # the first call of a shape: as it is (it compiles, and shows what the graph returns)
             outputs = self.call(list(inputs))
             reason = self.recorder.unsupported(inputs, outputs)
+            if reason is None and sum(isinstance(v, list) for v in self._shapes.values()) >= self.max_shapes:
+                reason = f"more than {self.max_shapes} input shapes (each recording holds memory of its own)"
             self._shapes[key] = [] if reason is None else self._decline(reason)
             self.stats["plain"] += 1
             return outputs

@@ -162,6 +162,15 @@ def test_each_shape_has_its_own_recordings():
     assert len(g._shapes) == 2
 
 
+def test_shapes_past_max_shapes_run_without_graphs():
+    g = graphed(lambda x: (x + 1,), max_shapes=2)
+    with pytest.warns(UserWarning, match="more than 2 input shapes"):
+        for rows in (3, 4, 5, 3, 4, 5):
+            x = rand(rows, 8, seed=rows)
+            torch.testing.assert_close(g([x])[0], x + 1)
+    assert g.stats == {"plain": 4, "recorded": 2, "replayed": 0}
+
+
 def test_a_failed_recording_runs_the_graph_and_says_why():
     class Failing(RerunRecorder):
         def record(self, call, args, pinned):
