@@ -86,21 +86,21 @@ class ChannelsLast(ModulePass):
 def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
     """16-bit convolutions on an accelerator (what cuDNN computes only in NHWC), in graphs that do not train.
 
-    Training graphs keep eager's layouts for now: a batch norm's gradient sums over N, H and W of a
-    channels-last tensor schedule as strided row reductions (ResNet-18's bf16 training step on an H200:
-    2.6 ms -> 70 ms), until split-reductions makes them column reductions."""
-    if graph_device(graph) in (None, "cpu"):
+    Training graphs keep eager's layouts for now: over NHWC, a batch norm's statistics and gradient sums are
+    column reductions of [C, N*H*W] that its epilogues kept from splitting (ResNet-18's bf16 training step on
+    an H200: 2.6 ms -> 70 ms); reduction-fusion's split-worthy rule is the first fix, not yet measured."""
+    t = convs[0].inputs[0].type
+    if graph_device(graph) in (None, "cpu") or not isinstance(t, TensorType):
+        return False
+    dtype = dtypes.of_ir(t.element_type)
+    if dtype.bytes != 2 or not dtype.is_float:
         return False
     if saved_outputs_from(graph) is not None or any(c.target.data == CONVOLUTION_BACKWARD for c in convs):
         remarks.emit(pass_name, "channels-last-skipped", "a training graph keeps its layouts (when=always "
-                     "relayouts it): batch-norm gradient sums over channels-last tensors are not yet column "
-                     "reductions", graph)
+                     "relayouts it): its batch-norm sums over channels-last tensors are not yet known to split well",
+                     graph)
         return False
-    t = convs[0].inputs[0].type
-    if not isinstance(t, TensorType):
-        return False
-    dtype = dtypes.of_ir(t.element_type)
-    return dtype.bytes == 2 and dtype.is_float
+    return True
 
 
 def _is_4d(v: SSAValue) -> bool:
