@@ -15,8 +15,8 @@ Out: for a reduction kernel K over ``[xnumel, rnumel]`` (x a row, r a column):
   A one-row reduction (a full sum, ``[1, rnumel]``) stores its value at ``x = 0``: its scalar
   epilogue (``mean = sum / n``) joins it; a per-element one does not (serial-epilogue: the
   one program of K would run all of E), nor one into a reduction that split-reductions would split (few
-  long rows: a batch norm's gradient sums per channel) when the joined kernel could not be split: its
-  per-element stores or its second reduction need K's finished rows (split-worthy).
+  long rows: a batch norm's gradient sums per channel) when its per-element stores would need K's finished
+  rows and so keep the joined kernel from being split (split-worthy).
   Legal only when, after re-indexing, every load of an output of K reads the
   index K stores it at (``x`` for a per-row value), proved with sympy
   (index-mismatch), with no run-time offset or mask (indirect-load, masked-load).
@@ -153,9 +153,11 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
 
 
 def _keeps_whole(k: F.KernelOp, merged: F.KernelOp) -> bool:
-    """split-reductions would split K (few long rows) but not K joined with an epilogue that needs K's finished
-    rows (per-element stores of ``x - mean``, a second phase reducing ``exp(x - max)``): its few programs would
-    each loop over whole rows, so the epilogue stays a kernel of its own."""
+    """split-reductions would split K (few long rows) but not K joined with a per-element epilogue that needs K's
+    finished rows (``x - mean``): its few programs would each loop over whole rows twice, so the epilogue stays a
+    kernel of its own.  A second reduction phase (softmax's sum, a variance after its mean) still joins: kept apart,
+    each phase splits but reads the rows again, and on ResNet-18's training forward that is 15 more launches for
+    a gain not measured."""
     graph = k.parent_op()
     return isinstance(graph, F.GraphOp) and worth_splitting(k, graph) and not isinstance(kernel_shape(merged), Shape)
 
@@ -226,7 +228,7 @@ class ReductionFuser:
                 self.declines.record(*mapping, k, other)
             return None
         merged = join(k, other, mapping, self.graph)
-        if is_epilogue and self.options.keep_splittable and _keeps_whole(k, merged[0]):
+        if is_epilogue and not other.is_reduction and self.options.keep_splittable and _keeps_whole(k, merged[0]):
             self.declines.record("split-worthy", f"{describe(other)} {_dom(other)} needs the finished rows of "
                                  f"{describe(k)} {_dom(k)}: joined, its few long rows could not be split into "
                                  "partial reductions", k, other)
