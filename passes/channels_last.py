@@ -15,7 +15,9 @@ a max pool of a channels-last input) and every reader reads any layout (kernels,
 input, never a graph input, and never a graph output, except those from ``fusec.saved_outputs`` on (set by
 the backend on a forward graph: tensors saved for its backward, whose strides it reports to AOTAutograd, which
 compiles the backward for them).  A convolution input that cannot change (the images, a view) is copied
-into channels-last by a ``fusec.pointwise "identity"``, as cuDNN would copy it.
+into channels-last by a ``fusec.pointwise "identity"``, as cuDNN would copy it; a convolution whose result
+cannot change (a ViT's patch embedding, flattened by a view) is left as it is (channels-last-declined): torch
+would return its result channels-last and the launcher would copy it back.
 
 ``when``: ``auto`` relayouts graphs marked as running on an accelerator (``fusec.device``) whose
 convolutions compute in 16-bit floats, except training graphs (a forward with saved outputs, a backward):
@@ -112,6 +114,7 @@ class _Relayout:
         self.graph = graph
         self.pass_name = pass_name
         self.saved_from = saved_outputs_from(graph)
+        self.declined: dict[F.ExternOp, str] = {}  # convolutions left as they are, and why
 
     def movable(self, v: SSAValue) -> str | None:
         """Why ``v`` keeps its layout, or None when it may become channels-last."""
@@ -156,8 +159,12 @@ class _Relayout:
             remarks.emit(self.pass_name, "channels-last-copy", f"{conv.target.data}: operand {i} is copied to "
                          f"channels-last: it is {self.movable(v)}", conv)
         for conv in convs:
-            remarks.emit(self.pass_name, "channels-last", f"{conv.target.data}: activations channels-last "
-                         f"({len(chosen)} values in this graph)", conv)
+            if conv in self.declined:
+                remarks.emit(self.pass_name, "channels-last-declined", f"{conv.target.data} keeps eager's layouts: "
+                             f"{self.declined[conv]}", conv)
+            else:
+                remarks.emit(self.pass_name, "channels-last", f"{conv.target.data}: activations channels-last "
+                             f"({len(chosen)} values in this graph)", conv)
 
     def choose(self, convs: list[F.ExternOp]) -> tuple[set[SSAValue], list[tuple[F.ExternOp, int]]]:
         """The values to lay out channels-last, and the convolution operands to copy into it."""
@@ -172,12 +179,15 @@ class _Relayout:
 
         copies: list[tuple[F.ExternOp, int]] = []
         for conv in convs:
+            if 0 in conv.result_positions:  # its result (a backward's grad_input, where it computes one)
+                result = conv.outputs[conv.result_positions.index(0)]
+                if not want(result):  # channels-last operands would give torch's result another layout: a copy
+                    self.declined[conv] = f"its result is {self.movable(result)}"
+                    continue
             for i in ([0] if conv.target.data == CONVOLUTION else [0, 1]):  # the activations it reads
                 t = conv.inputs[i].type
                 if not want(conv.inputs[i]) and isinstance(t, TensorType) and t.is_contiguous and t.rank == 4:
                     copies.append((conv, i))
-            if 0 in conv.result_positions:  # the result (a backward's grad_input, where it computes one)
-                want(conv.outputs[conv.result_positions.index(0)])
         while work:
             for x in _neighbours(work.pop()):
                 want(x)

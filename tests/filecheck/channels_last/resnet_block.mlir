@@ -5,6 +5,8 @@
 // RUN: fusec-opt %s -p "channels-last{when=always},form-kernels" | filecheck %s --check-prefix=KERNEL
 // RUN: fusec-opt %s -p "channels-last{when=always}" | filecheck %s --check-prefix=SAVED
 // RUN: fusec-opt %s -p "channels-last" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=SKIPPED
+// RUN: fusec-opt %s -p "channels-last{when=always}" | filecheck %s --check-prefix=PATCH
+// RUN: fusec-opt %s -p "channels-last{when=always}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=DECLINED
 
 // A convolution, a per-channel scale, ReLU, a second convolution and a residual add, then a mean over the
 // image: every activation becomes channels-last, the images are copied into it (a graph input keeps the
@@ -72,3 +74,18 @@ builtin.module {
 // SAVED:       fusec.output %m, %r : !fusec.tensor<[2, 4], bf16>, !fusec.tensor<[2, 4, 8, 8], bf16, strides [256, 1, 32, 4]>
 
 // SKIPPED: remark: channels-last: channels-last-skipped: a training graph keeps its layouts
+
+// A patch embedding: the convolution's result is flattened by a view, so it keeps eager's layout, and its
+// input is not copied either (torch would return a channels-last result that the launcher copies back).
+builtin.module {
+  fusec.graph @patches(%x : !fusec.tensor<[2, 3, 32, 32], bf16>, %w : !fusec.tensor<[8, 3, 16, 16], bf16>) -> (!fusec.tensor<[2, 8, 4], bf16>) {
+    %y = fusec.extern "aten.convolution.default"(%x, %w, none, [16, 16], [0, 0], [1, 1], false, [0, 0], 1) : (!fusec.tensor<[2, 3, 32, 32], bf16>, !fusec.tensor<[8, 3, 16, 16], bf16>) -> !fusec.tensor<[2, 8, 2, 2], bf16>
+    %f = fusec.reshape %y : !fusec.tensor<[2, 8, 2, 2], bf16> -> !fusec.tensor<[2, 8, 4], bf16>
+    fusec.output %f : !fusec.tensor<[2, 8, 4], bf16>
+  }
+}
+
+// PATCH-LABEL: fusec.graph @patches
+// PATCH-NOT:   strides
+// PATCH:       fusec.output
+// DECLINED: remark: channels-last: channels-last-declined: aten.convolution.default keeps eager's layouts: its result is read by fusec.reshape
