@@ -196,17 +196,23 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     return boxed_runner(info, _replayed(executor, gm, kind, info, options))
 
 
-def _saved_outputs_from(info: ImportInfo, kind: str) -> int | None:
-    """A forward graph's first output that only the backward reads (AOTAutograd's tensors saved for it), or None.
-
-    Outputs [0, num_forward_returns) are the user's (and mutated inputs'); the graph's outputs are ordered as the
-    FX outputs first name them, so every graph output past the last one the user sees is a saved tensor."""
+def _user_outputs(info: ImportInfo, kind: str) -> frozenset[int] | None:
+    """The graph outputs a forward hands the user (AOTAutograd's first ``num_forward_returns``: the model's outputs
+    and mutated inputs; the rest are saved for the backward), or None outside a forward AOTAutograd compiles."""
     context = torch._guards.TracingContext.try_get()
-    if kind != "forward" or context is None or context.fw_metadata is None or context.output_strides is None \
-            or info.symbols:
+    if kind != "forward" or context is None or context.fw_metadata is None:
+        return None
+    return frozenset(slot.index for slot in info.outputs[:context.fw_metadata.num_forward_returns] if slot.kind == "tensor")
+
+
+def _saved_outputs_from(info: ImportInfo, kind: str) -> int | None:
+    """A forward graph's first output that only the backward reads, or None.  The graph's outputs are ordered as
+    the FX outputs first name them, so every graph output past the last one the user sees is a saved tensor."""
+    user = _user_outputs(info, kind)
+    context = torch._guards.TracingContext.try_get()
+    if user is None or context is None or context.output_strides is None or info.symbols:
         return None  # under symbolic sizes AOTAutograd restrides a backward's inputs to static strides only
-    seen = [slot.index for slot in info.outputs[:context.fw_metadata.num_forward_returns] if slot.kind == "tensor"]
-    return max(seen, default=-1) + 1
+    return max(user, default=-1) + 1
 
 
 def _report_output_strides(gm: torch.fx.GraphModule, info: ImportInfo, orders) -> None:
@@ -247,14 +253,11 @@ def _replayed(executor, gm: torch.fx.GraphModule, kind: str, info: ImportInfo, o
         static_args = {j for j, n in enumerate(placeholders) if not n.name.startswith("tangents")}
     else:
         static_args = set(meta.static_input_indices) if meta is not None else set()
-    tensors = [slot for slot in info.inputs if slot.kind == "tensor"]
+    tensors = sum(slot.kind == "tensor" for slot in info.inputs)
     static = {slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in static_args}
-    static |= set(range(len(tensors), len(tensors) + len(info.constants)))  # constants_on keeps one copy per device
-    visible = None  # an inference graph's outputs are all the user's
-    if kind == "forward" and meta is not None:
-        visible = frozenset(slot.index for slot in info.outputs[:meta.num_forward_returns] if slot.kind == "tensor")
-    elif kind == "backward":  # gradients go to autograd, and die with the next zero_grad
-        visible = frozenset()
+    static |= set(range(tensors, tensors + len(info.constants)))  # constants_on keeps one copy per device
+    # an inference graph's outputs are all the user's; a backward's gradients go to autograd (zero_grad drops them)
+    visible = frozenset() if kind == "backward" else _user_outputs(info, kind)
     return CudaGraphed(executor, info.graph_name, static=frozenset(static), visible=visible, shapes_vary=bool(info.symbols))
 
 

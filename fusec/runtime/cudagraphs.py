@@ -137,9 +137,6 @@ class CudaGraphed:
         self._shapes: dict[tuple | None, list[_Recording] | str] = {}
         self._warned: set[str] = set()
 
-    def __getattr__(self, name):  # the wrapped graph's kernels, source, ... (its report and tests read them)
-        return getattr(self.__dict__["call"], name)
-
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         # Dtypes and devices are the graph's (Dynamo's guards); copied inputs may come in any layout (the copy
         # takes it), and inputs read in place are at the address they were recorded with: only sizes vary.
