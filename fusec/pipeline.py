@@ -604,12 +604,12 @@ def check_between_passes(module: ModuleOp, previous: ModulePass | None, upcoming
     """Every verifier on the input, the result and (``verify_each``, None: ``$FUSEC_VERIFY_EACH``) between
     passes; else the structural check."""
     what = "input IR" if previous is None else f"IR after pass '{previous.name}'"
+    if previous is not None:  # also where verifiers run: they do not see a dropped op's dangling uses
+        check_structure(module, what)
     if previous is None or (env.verify_each() if verify_each is None else verify_each):
         verify_module(module, what)
     elif upcoming is None:
         verify_result(module, what)
-    else:
-        check_structure(module, what)
 
 
 def verify_result(module: ModuleOp, what: str) -> None:
@@ -622,14 +622,26 @@ def verify_result(module: ModuleOp, what: str) -> None:
 
 
 def check_structure(module: ModuleOp, what: str = "IR") -> None:
-    """The cheap check between passes: every operand is defined before its use, in a block that encloses it.
+    """The cheap check between passes: every operand is defined before its use, in a block that encloses it,
+    and every use of a value belongs to an op still in the module.
 
-    The one mistake a pass makes most (an op moved before its producer, a use of an erased op's result)
-    costs a walk with set lookups here, against every op's verifier in ``verify_module``.
+    The mistakes a pass makes most (an op moved before its producer, a use of an erased op's result, an op built
+    and dropped without erasing it, whose uses then count as readers) cost a walk with set lookups here, against
+    every op's verifier in ``verify_module``.
     """
     defined: set[SSAValue] = set()
+    present: set[int] = {id(op) for op in module.walk()}
+
+    def check_uses(values, op: Operation) -> None:
+        for value in values:
+            for use in value.uses:
+                if id(use.operation) not in present:
+                    raise PipelineError(f"{what} is broken: a value of '{op.name}' is used by a "
+                                        f"'{use.operation.name}' that is not in the module (built and "
+                                        f"dropped without erasing it?)\n  at: {_op_summary(op)}")
 
     def walk_block(block) -> None:
+        check_uses(block.args, block.parent_op())
         added = list(block.args)
         defined.update(added)
         for op in block.ops:
@@ -640,6 +652,7 @@ def check_structure(module: ModuleOp, what: str = "IR") -> None:
             for region in op.regions:
                 for inner in region.blocks:
                     walk_block(inner)
+            check_uses(op.results, op)
             defined.update(op.results)
             added.extend(op.results)
         defined.difference_update(added)

@@ -58,10 +58,13 @@ def random_inputs(module: ModuleOp | GraphOp, sizes: dict[str, int], seed: int =
 
 
 def apply_passes(module: ModuleOp, *passes) -> ModuleOp:
+    from fusec.pipeline import check_structure
+
     ctx = context()
     for p in passes:
         p.apply(ctx, module)
         module.verify()
+        check_structure(module, f"IR after pass '{p.name}'")  # what verifiers miss: uses by dropped ops
     return module
 
 

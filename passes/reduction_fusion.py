@@ -51,7 +51,7 @@ from fusec.base.remarks import describe
 from fusec.base.shapes import print_expr
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import X, equal, flat_maps, same_index, simplify_in_domain, substitute
-from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, install_within_limits, loads_of, stores_by_output
+from fusec.passes.kernel_merge import BodyBuilder, Declines, Graph, Worklist, discard, install_within_limits, loads_of, stores_by_output
 from fusec.passes.split_reductions import Shape, kernel_shape, worth_splitting
 
 PASS = "reduction-fusion"
@@ -232,6 +232,7 @@ class ReductionFuser:
             self.declines.record("split-worthy", f"{describe(other)} {_dom(other)} needs the finished rows of "
                                  f"{describe(k)} {_dom(k)}: joined, its few long rows could not be split into "
                                  "partial reductions", k, other)
+            discard(merged[0])  # built but not installed: it still reads graph values
             return None
         return install_within_limits(self.graph, self.declines, merged, (k, other),
                                      anchor=second, max_ops=self.options.max_ops, max_inputs=self.options.max_inputs)
