@@ -3,7 +3,8 @@
     python bench/models.py [--models gpt2,bert,vit,resnet,llama] [--dtypes bf16,fp32] [--modes infer,train]
                            [--backends fusec,inductor,inductor-combo] [--dynamic] [--calls 20] [--json out.json]
 
-Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs), fusec-cl (channels-last in training too);
+Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs), fusec-cl (channels-last in training too),
+fusec+PASS{OPTIONS}+... (the default pipeline with those passes' options);
 inductor, inductor-combo, and each with ``-ro`` (mode="reduce-overhead": CUDA graphs).
 
 Each (model, mode, dtype, backend) runs in a fresh process with empty compile
@@ -201,7 +202,18 @@ def one(args) -> dict:
 def fusec_variant(name: str) -> dict:
     """Options of the fusec variants compared here: ``fusec`` (the defaults), ``fusec-unpadded`` (the default
     pipeline without pad-matmuls), ``fusec-pooling`` (native_pooling), ``fusec-ro`` (CUDA graphs, as Inductor's
-    ``inductor-ro`` and ``inductor-combo-ro``: mode="reduce-overhead")."""
+    ``inductor-ro`` and ``inductor-combo-ro``: mode="reduce-overhead"); ``fusec+PASS{OPTIONS}+...`` is the default
+    pipeline with each named pass given those options (``fusec+split-reductions{split-phases=false}``)."""
+    if name.startswith("fusec+"):
+        from fusec.pipeline import default_pipeline_spec
+
+        spec = default_pipeline_spec()
+        for override in name.split("+")[1:]:
+            pass_name = override.split("{")[0]
+            spec, count = re.subn(rf"(?<![\w-]){re.escape(pass_name)}(\{{[^}}]*\}})?(?![\w-])", override, spec)
+            if not count:
+                raise SystemExit(f"{name}: no pass {pass_name!r} in the default pipeline")
+        return {"pipeline": spec}
     if name == "fusec-cl":  # channels-last on every graph with convolutions, training graphs too
         from fusec.pipeline import default_pipeline_spec
 

@@ -155,11 +155,10 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[
 def _keeps_whole(k: F.KernelOp, merged: F.KernelOp) -> bool:
     """split-reductions would split K (few long rows) but not K joined with a per-element epilogue that needs K's
     finished rows (``x - mean``): its few programs would each loop over whole rows twice, so the epilogue stays a
-    kernel of its own.  A second reduction phase (softmax's sum, a variance after its mean) still joins: kept apart,
-    each phase splits but reads the rows again, and on ResNet-18's training forward that is 15 more launches for
-    a gain not measured."""
+    kernel of its own.  A second reduction phase (softmax's sum, a variance after its mean) and per-row epilogues
+    join: split-reductions splits such a kernel phase by phase."""
     graph = k.parent_op()
-    return isinstance(graph, F.GraphOp) and worth_splitting(k, graph) and not isinstance(kernel_shape(merged), Shape)
+    return isinstance(graph, F.GraphOp) and worth_splitting(k, graph) and not isinstance(kernel_shape(merged, phases=True), Shape)
 
 
 @dataclass

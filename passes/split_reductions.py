@@ -106,7 +106,7 @@ def worth_splitting(kernel: F.KernelOp, graph: F.GraphOp, options: SplitReductio
         examples = example_sizes(graph, (xnumel, rnumel))
         if examples is None or examples[0] > max_x or examples[1] < min_r:
             return False
-    return isinstance(kernel_shape(kernel), Shape)
+    return isinstance(kernel_shape(kernel, o.split_phases), Shape)
 
 
 # ---------------------------------------------------------------- the kernel's shape
@@ -119,6 +119,13 @@ class Shape:
     per_r: set[SSAValue] = field(default_factory=set)
     after: set[SSAValue] = field(default_factory=set)
     element_stores: set[F.StoreOp] = field(default_factory=set)  # stored per (x, r): kernel A's
+    # The reductions each value needs, counted along the longest chain: a mean's reduction is phase 1, a
+    # variance's (which reads the mean) phase 2.  More than one phase: one kernel per phase (separate_phases).
+    phase: dict[SSAValue, int] = field(default_factory=dict)
+
+    @property
+    def phases(self) -> int:
+        return max(self.phase.values(), default=0)
 
     @property
     def element_buffers(self) -> set[SSAValue]:
@@ -128,21 +135,25 @@ class Shape:
 Decline = tuple[str, str]  # (reason, message): the remark reads "split-declined: <reason>: <message>"
 
 
-def kernel_shape(kernel: F.KernelOp) -> Shape | Decline:
-    """The dependences of the body, or why the kernel is not of the splittable form."""
+def kernel_shape(kernel: F.KernelOp, phases: bool = False) -> Shape | Decline:
+    """The dependences of the body, or why the kernel is not of the splittable form (``phases``: reductions
+    that need others' results are of it, to be split phase by phase)."""
     shape = Shape()
     for op in kernel.block.ops:
         per_r = any(v in shape.per_r for v in op.operands)
         after = any(v in shape.after for v in op.operands)
+        level = max((shape.phase.get(v, 0) for v in op.operands), default=0)
         if isinstance(op, F.ReduceROp):
             kind = op.kind.data
             if kind not in COMBINABLE:
                 return kind, f"{describe(kernel)} reduces with {kind}; partial results would need their positions"
-            if after:
+            if after and not phases:
                 return "dependent reductions", (f"{describe(kernel)} reduces a value that needs another of its "
                                                 "reductions (softmax-like phases)")
             shape.after.add(op.result)
+            shape.phase[op.result] = level + 1
             continue
+        shape.phase.update((r, level) for r in op.results)
         if isinstance(op, F.StoreOp):
             if per_r or R in op.index.data.free_symbols:
                 if after:
@@ -280,6 +291,46 @@ def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: list[SSAValue], s
     return finish(bb, kernel.sym_name.data)
 
 
+def separate_phases(kernel: F.KernelOp, shape: Shape) -> tuple[list[F.KernelOp], list[SSAValue]]:
+    """One kernel per reduction phase, each over the kernel's own domain: phase p's kernel reads the rows
+    again, takes the earlier phases' reductions as per-row values (a [xnumel] buffer each, stored by the
+    phase that reduced it) and reduces its own.  Values stored per (x, r) go to the first kernel, every other
+    store and the epilogue to the last.  Each is of the one-phase form the split takes.
+
+    Returns the kernels in order and, for each of the kernel's results, the new kernel result that holds it.
+    """
+    xnumel, _ = kernel.domain_exprs
+    last = shape.phases
+    reduced: dict[SSAValue, SSAValue] = {}  # a reduction of an earlier phase -> the kernel result holding it
+    made: list[F.KernelOp] = []
+    holds: dict[SSAValue, SSAValue] = {}
+    for p in range(1, last + 1):
+        bb = BodyBuilder(kernel.domain_exprs)
+        bb.map_inputs(kernel)
+        vm: dict[SSAValue, SSAValue] = {}
+        outputs: dict[SSAValue, int] = {}  # the kernel's output buffer -> this phase's
+        handed_on: list[SSAValue] = []  # this phase's reductions, in output order after the kernel's own
+        for op in kernel.block.ops:
+            if isinstance(op, F.ReduceROp) and shape.phase[op.result] < p:
+                vm[op.result] = bb.add(F.LoadOp(bb.buffer(reduced[op.result]), X))
+            elif isinstance(op, F.StoreOp):
+                if p == (1 if op in shape.element_stores else last):
+                    result = kernel.outputs[kernel.output_args.index(op.buffer)]
+                    out = outputs.setdefault(op.buffer, bb.output(op.buffer.type, result))
+                    bb.store(vm[op.value], out, op.index.data, vm[op.mask] if op.mask is not None else None)
+            elif all(shape.phase[r] <= p for r in op.results):
+                bb.clone(op, vm, {})
+                if isinstance(op, F.ReduceROp) and shape.phase[op.result] == p < last:
+                    bb.store(vm[op.result], bb.output(F.TensorType([xnumel], op.result.type)), X)
+                    handed_on.append(op.result)
+        new = finish(bb, f"{kernel.sym_name.data}_phase{p}" if p < last else kernel.sym_name.data)
+        pairs = list(zip(bb.outputs, new.outputs, strict=True))
+        holds.update((old, value) for (_, old), value in pairs if old is not None)
+        reduced.update(zip(handed_on, [value for (_, old), value in pairs if old is None], strict=True))
+        made.append(new)
+    return made, [holds[v] for v in kernel.outputs]
+
+
 # ---------------------------------------------------------------- the rewrite
 
 
@@ -303,13 +354,28 @@ class SplitReduction(RewritePattern):
         why = self.size_problem(op, outer)
         if why == "":
             return  # provably not worth it: too short or too many rows
-        shape = kernel_shape(op) if why is None else why
+        shape = kernel_shape(op, self.options.split_phases) if why is None else why
         if isinstance(shape, tuple):
             reason, message = shape
             remarks.emit(PASS, "split-declined", f"{reason}: {message}", op, reason=reason)
             return
         assert isinstance(shape, Shape), "size_problem's other answer, \"\", returned above"
         splits = self.options.splits or self.auto_splits(op, outer)
+        if shape.phases <= 1:
+            self.split(op, shape, splits, rewriter)
+            return
+        phases, results = separate_phases(op, shape)
+        remarks.emit(PASS, "split-phases", f"{describe(op)}: {shape.phases} reduction phases, each needing the one "
+                     "before (a variance after its mean), become a kernel each, reading the rows again, and each "
+                     "is split", op, *phases, phases=shape.phases)
+        rewriter.replace(op, phases, results)
+        for kernel in phases:
+            one_phase = kernel_shape(kernel)
+            assert isinstance(one_phase, Shape) and one_phase.phases == 1, "separate_phases leaves one phase each"
+            self.split(kernel, one_phase, splits, rewriter)
+
+    def split(self, op: F.KernelOp, shape: Shape, splits: int, rewriter: PatternRewriter) -> None:
+        """``op`` -> its partials kernel and its combining kernel."""
         partials, buffers, from_partials = partials_kernel(op, shape, splits)
         combined = combine_kernel(op, shape, buffers, splits)
         self.decided |= {partials, combined}
@@ -380,7 +446,8 @@ class SplitReductions(ModulePass):
     column reductions, whose programs each take 64 columns: 8192 columns are 128
     programs, fewer than an H100's 132 SMs, and 512 rows leave chunks of 64 rows for 8
     splits), splits (S, a power of two: the chunks each row is cut into; 0 chooses it
-    from the sizes).
+    from the sizes), split-phases (a kernel whose reductions need each other's results,
+    a variance after its mean, becomes one kernel per phase first, each then split).
     """
 
     name = PASS
@@ -390,6 +457,7 @@ class SplitReductions(ModulePass):
     min_outer_rnumel: int = 512
     max_outer_xnumel: int = 8192
     splits: int = 0
+    split_phases: bool = True  # false: reductions that need another's result (softmax, a variance) stay whole
 
     def __post_init__(self) -> None:
         if self.splits != 0 and (self.splits < 2 or self.splits & (self.splits - 1)):

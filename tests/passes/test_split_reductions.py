@@ -188,16 +188,50 @@ def test_arg_reductions_are_declined(kind):
     assert declined(reduce_graph(kind, "2, 8192")).startswith(f"{kind}: @")
 
 
-def test_softmax_is_declined_for_its_dependent_reductions():
-    t, k = tensor_type("2, 8192"), tensor_type("2, 1")
-    message = declined(graph_text(f"%x : {t}", k, f"""
+def logsumexp(rows: str = "2", cols: str = "8192", symbols: str = "") -> str:
+    t, k = tensor_type(f"{rows}, {cols}"), tensor_type(f"{rows}, 1")
+    text = graph_text(f"%x : {t}", k, f"""
     %m = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
     %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
     %e = fusec.pointwise "exp" %d : ({t}) -> {t}
     %s = fusec.reduce "sum" %e dims [1] keepdim : {t} -> {k}
     %l = fusec.pointwise "log" %s : ({k}) -> {k}
-    fusec.output %l : {k}""", symbolic=False))
-    assert message.startswith("dependent reductions: ")
+    %y = fusec.pointwise "add" %l, %m : ({k}, {k}) -> {k}
+    fusec.output %y : {k}""", symbolic=bool(symbols))
+    return text.replace("s0 in [1, inf]", symbols) if symbols else text
+
+
+def test_softmax_like_phases_are_declined_without_split_phases():
+    assert declined(logsumexp(), split_phases=False).startswith("dependent reductions: ")
+
+
+@pytest.mark.parametrize("cols,symbols,sizes", [("8192", "", [{}]), ("5001", "", [{}]),
+                                                ("s0", "s0 in [4096, inf]", [{"s0": 4099}, {"s0": 6000}])])
+def test_dependent_phases_become_a_kernel_each_and_split(cols, symbols, sizes):
+    # logsumexp: the max (phase 1), handed to phase 2 as a per-row buffer; each phase split in two; the
+    # result as the interpreter computes the unsplit kernel (split() checks), masked last chunks included.
+    module, notes = split(logsumexp(cols=cols, symbols=symbols), sizes)
+    a1, b1, a2, b2 = kernels(module)
+    assert [k.sym_name.data for k in (a1, b1, a2)] == [b2.sym_name.data + s for s in ("_phase1_split", "_phase1", "_split")]
+    assert b1.outputs[0].type == F.TensorType([2], F.F32) and b1.outputs[0] in a2.inputs  # the max, per row
+    assert [n.code for n in notes] == ["split-phases", "split", "split"]
+    assert notes[0].data["phases"] == 2
+
+
+def test_a_variance_after_its_mean_over_columns_splits_phase_by_phase():
+    # Batch norm's statistics over a channels-last [N*H*W, C] activation: column sums, mean then variance.
+    t, k, c = tensor_type("4096, 64"), tensor_type("1, 64"), tensor_type("")
+    module, notes = split(graph_text(f"%x : {t}", k, f"""
+    %s = fusec.reduce "sum" %x dims [0] keepdim : {t} -> {k}
+    %n = fusec.constant 4096.0 : {c}
+    %m = fusec.pointwise "div" %s, %n : ({k}, {c}) -> {k}
+    %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
+    %q = fusec.pointwise "mul" %d, %d : ({t}, {t}) -> {t}
+    %v = fusec.reduce "sum" %q dims [0] keepdim : {t} -> {k}
+    %w = fusec.pointwise "div" %v, %n : ({k}, {c}) -> {k}
+    fusec.output %w : {k}""", symbolic=False), [{}], splits=8, tol=dict(atol=1e-4, rtol=1e-4))
+    assert len(kernels(module)) == 4 and all(k.is_outer_reduction for k in kernels(module)[::2])
+    assert [n.code for n in notes] == ["split-phases", "split", "split"]
 
 
 def test_per_element_store_of_a_reduced_value_is_declined():

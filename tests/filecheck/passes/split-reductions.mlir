@@ -5,6 +5,8 @@
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions" | filecheck %s --check-prefix=AUTO
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=WORTHY
 // RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion{keep-splittable=false}" | filecheck %s --check-prefix=JOINED
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=128 split-phases=false}" | filecheck %s --check-prefix=NOPHASES
+// RUN: fusec-opt %s -p "form-kernels,vertical-fusion,reduction-fusion,split-reductions{splits=128 split-phases=false}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=NOPHASES-REMARK
 
 // By default S comes from the sizes: about a thousand programs, chunks of at least 2048.
 // AUTO-LABEL: fusec.graph @full_sum
@@ -108,10 +110,20 @@ builtin.module {
     fusec.output %i : !fusec.tensor<[2], i64>
   }
 
-// Declined: softmax, whose sum reduces exp(x - max): a second phase over the row.
+// Softmax over few long rows: its sum reduces exp(x - max), a second phase over the row.  The division stays
+// out (split-worthy); the two phases become a kernel each, the max handed on as a per-row buffer, each split.
 // CHECK-LABEL: fusec.graph @softmax
-// CHECK-NEXT:    %y = fusec.kernel @fusec_red_max_sub_exp_sum_div_{{[0-9]+}} [2, 8192] (%x)
-// REMARK: remark: split-reductions: split-declined: dependent reductions: @fusec_red_max_sub_exp_sum_div_{{[0-9]+}} reduces a value that needs another of its reductions (softmax-like phases)
+// CHECK-NEXT:    %0 = fusec.kernel @fusec_red_max_sub_exp_sum_[[N:[0-9]+]]_phase1_split [256, 64] (%x)
+// CHECK:         %1 = fusec.kernel @fusec_red_max_sub_exp_sum_[[N]]_phase1 [2, 128] (%0) : (!fusec.tensor<[128, 2], f32>) -> (!fusec.tensor<[2], f32>)
+// CHECK:         %2 = fusec.kernel @fusec_red_max_sub_exp_sum_[[N]]_split [256, 64] (%x, %1)
+// CHECK:           fusec.load %{{[0-9]+}}[mod(x, 2)] : !fusec.tensor<[2], f32>
+// CHECK:         %m, %s = fusec.kernel @fusec_red_max_sub_exp_sum_[[N]] [2, 128] (%1, %2)
+// CHECK:         %y = fusec.kernel @fusec_poi_sub_exp_div_{{[0-9]+}} [16384] (%x, %m, %s)
+// REMARK: remark: split-reductions: split-phases: @fusec_red_max_sub_exp_sum_{{[0-9]+}}: 2 reduction phases
+// With split-phases=false the two phases stay one kernel, declined.
+// NOPHASES-LABEL: fusec.graph @softmax
+// NOPHASES-NEXT:    %m, %s = fusec.kernel @fusec_red_max_sub_exp_sum_{{[0-9]+}} [2, 8192] (%x)
+// NOPHASES-REMARK: remark: split-reductions: split-declined: dependent reductions: @fusec_red_max_sub_exp_sum_{{[0-9]+}} reduces a value that needs another of its reductions (softmax-like phases)
   fusec.graph @softmax(%x : !fusec.tensor<[2, 8192], f32>) -> (!fusec.tensor<[2, 8192], f32>) {
     %m = fusec.reduce "max" %x dims [1] keepdim : !fusec.tensor<[2, 8192], f32> -> !fusec.tensor<[2, 1], f32>
     %d = fusec.pointwise "sub" %x, %m : (!fusec.tensor<[2, 8192], f32>, !fusec.tensor<[2, 1], f32>) -> !fusec.tensor<[2, 8192], f32>
