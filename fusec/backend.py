@@ -210,9 +210,9 @@ def _saved_outputs_from(info: ImportInfo, kind: str) -> int | None:
     the FX outputs first name them, so every graph output past the last one the user sees is a saved tensor."""
     user = _user_outputs(info, kind)
     context = torch._guards.TracingContext.try_get()
-    if user is None or context is None or context.output_strides is None or info.symbols:
-        return None  # under symbolic sizes AOTAutograd restrides a backward's inputs to static strides only
-    return max(user, default=-1) + 1
+    if user is None or context is None or context.output_strides is None:
+        return None
+    return max(user, default=-1) + 1  # under symbolic sizes the channels-last pass moves none of them
 
 
 def _report_output_strides(gm: torch.fx.GraphModule, info: ImportInfo, orders) -> None:

@@ -14,14 +14,18 @@ A value changes layout only when the op making it lets the compiler choose (a po
 a max pool of a channels-last input) and every reader reads any layout (kernels, externs): never a view's
 input, never a graph input, and never a graph output, except those from ``fusec.saved_outputs`` on (set by
 the backend on a forward graph: tensors saved for its backward, whose strides it reports to AOTAutograd, which
-compiles the backward for them).  A convolution input that cannot change (the images, a view) is copied
+compiles the backward for them; under static sizes only).  A convolution input that cannot change (the images, a view) is copied
 into channels-last by a ``fusec.pointwise "identity"``, as cuDNN would copy it; a convolution whose result
 cannot change (a ViT's patch embedding, flattened by a view) is left as it is (channels-last-declined): torch
 would return its result channels-last and the launcher would copy it back.
 
+A convolution's weight is copied channels-last too (torch would copy it on every call), and a weight's gradient
+is computed channels-last and copied back to the parameter's layout: as graph ops, kernels that combo-grouping
+launches together.
+
 ``when``: ``auto`` relayouts graphs marked as running on an accelerator (``fusec.device``) whose
-convolutions compute in 16-bit floats, except training graphs (a forward with saved outputs, a backward):
-their batch-norm gradient sums over channels-last tensors do not yet schedule as column reductions;
+convolutions compute in 16-bit floats, except training graphs with symbolic sizes (a forward with saved
+outputs, a backward), whose forward cannot hand its saved tensors on channels-last;
 ``always`` every graph with convolutions (tests on CPU), ``never`` none.
 ``channels-last`` remarks name each convolution changed and each value left as it was, with the reason.
 """
@@ -86,21 +90,24 @@ class ChannelsLast(ModulePass):
 
 
 def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
-    """16-bit convolutions on an accelerator (what cuDNN computes only in NHWC), in graphs that do not train.
+    """16-bit convolutions on an accelerator (what cuDNN computes only in NHWC).
 
-    Training graphs keep eager's layouts for now: over NHWC, a batch norm's statistics and gradient sums are
-    column reductions of [C, N*H*W] that its epilogues kept from splitting (ResNet-18's bf16 training step on
-    an H200: 2.6 ms -> 70 ms); reduction-fusion's split-worthy rule took that to 24.8 ms, still 10x too slow."""
+    Training graphs too, where their sizes are static: over NHWC a batch norm's statistics and gradient sums
+    are column reductions of [C, N*H*W], which split-reductions splits (phase by phase for a variance after its
+    mean).  ResNet-18's bf16 training step on an H100: NCHW 2627 µs, channels-last 2329 µs before its weights
+    were copied as graph ops (Inductor with combo kernels: 2237 µs).  Under symbolic sizes a forward cannot hand
+    its saved tensors on channels-last (AOTAutograd restrides a backward's inputs to static strides only), so
+    training graphs with size symbols keep eager's layouts."""
     t = convs[0].inputs[0].type
     if graph_device(graph) in (None, "cpu") or not isinstance(t, TensorType):
         return False
     dtype = dtypes.of_ir(t.element_type)
     if dtype.bytes != 2 or not dtype.is_float:
         return False
-    if saved_outputs_from(graph) is not None or any(c.target.data == CONVOLUTION_BACKWARD for c in convs):
-        remarks.emit(pass_name, "channels-last-skipped", "a training graph keeps its layouts (when=always "
-                     "relayouts it): its batch-norm sums over channels-last tensors are not yet known to split well",
-                     graph)
+    training = saved_outputs_from(graph) is not None or any(c.target.data == CONVOLUTION_BACKWARD for c in convs)
+    if training and graph.declared_symbols:
+        remarks.emit(pass_name, "channels-last-skipped", "a training graph with symbolic sizes keeps its layouts "
+                     "(when=always relayouts it): its forward cannot hand its saved tensors on channels-last", graph)
         return False
     return True
 
@@ -113,7 +120,8 @@ class _Relayout:
     def __init__(self, graph: F.GraphOp, pass_name: str):
         self.graph = graph
         self.pass_name = pass_name
-        self.saved_from = saved_outputs_from(graph)
+        # Saved outputs move only under static sizes: AOTAutograd restrides a backward's inputs to static strides.
+        self.saved_from = saved_outputs_from(graph) if not graph.declared_symbols else None
         self.declined: dict[F.ExternOp, str] = {}  # convolutions left as they are, and why
 
     def movable(self, v: SSAValue) -> str | None:
@@ -140,7 +148,7 @@ class _Relayout:
         return None
 
     def run(self, convs: list[F.ExternOp]) -> None:
-        chosen, copies = self.choose(convs)
+        chosen, copies, copied_back = self.choose(convs)
         for v in chosen:
             t = v.type
             assert isinstance(t, TensorType)
@@ -149,15 +157,28 @@ class _Relayout:
             fn = self.graph.function_type
             self.graph.function_type = FunctionType.from_lists(list(fn.inputs.data),
                                                                [v.type for v in self.graph.output_op.values])
+        made: dict[SSAValue, SSAValue] = {}  # one copy of a value for every convolution reading it
         for conv, i in copies:
             v = conv.inputs[i]
             t = v.type
             assert isinstance(t, TensorType)
-            copy = F.PointwiseOp("identity", [v], channels_last(t))
-            Rewriter.insert_op(copy, InsertPoint.before(conv))
-            conv.operands[i] = copy.result
-            remarks.emit(self.pass_name, "channels-last-copy", f"{conv.target.data}: operand {i} is copied to "
-                         f"channels-last: it is {self.movable(v)}", conv)
+            if v not in made:
+                copy = F.PointwiseOp("identity", [v], channels_last(t))
+                Rewriter.insert_op(copy, InsertPoint.before(conv))
+                made[v] = copy.result
+                remarks.emit(self.pass_name, "channels-last-copy", f"{conv.target.data}: operand {i} is copied to "
+                             f"channels-last: it is {self.movable(v)}", conv)
+            conv.operands[i] = made[v]
+        for conv, v in copied_back:  # a weight's gradient: computed channels-last, handed on as eager's
+            t = v.type
+            assert isinstance(t, TensorType)
+            why = self.movable(v)
+            copy = F.PointwiseOp("identity", [v], t)
+            Rewriter.insert_op(copy, InsertPoint.after(conv))
+            v.replace_uses_with_if(copy.result, lambda use, copy=copy: use.operation is not copy)
+            Rewriter.replace_value_with_new_type(v, channels_last(t))
+            remarks.emit(self.pass_name, "channels-last-copy", f"{conv.target.data}: the weight's gradient is computed "
+                         f"channels-last, as the library does, and copied back: it is {why}", conv)
         for conv in convs:
             if conv in self.declined:
                 remarks.emit(self.pass_name, "channels-last-declined", f"{conv.target.data} keeps eager's layouts: "
@@ -166,8 +187,15 @@ class _Relayout:
                 remarks.emit(self.pass_name, "channels-last", f"{conv.target.data}: activations channels-last "
                              f"({len(chosen)} values in this graph)", conv)
 
-    def choose(self, convs: list[F.ExternOp]) -> tuple[set[SSAValue], list[tuple[F.ExternOp, int]]]:
-        """The values to lay out channels-last, and the convolution operands to copy into it."""
+    def choose(self, convs: list[F.ExternOp]) -> tuple[set[SSAValue], list[tuple[F.ExternOp, int]],
+                                                         list[tuple[F.ExternOp, SSAValue]]]:
+        """The values to lay out channels-last, the convolution operands to copy into it, and the results
+        (weights' gradients) to compute in it and copy back.
+
+        A convolution's weight goes channels-last with its activations: given channels-last activations and a
+        contiguous weight, torch copies the weight on every call, and returns the weight's gradient channels-last
+        for autograd to copy back (ResNet-18's bf16 training step on an H100: 50 such copies, 189 µs).  As graph
+        ops those copies are kernels the fusion passes see (and combo-grouping launches together)."""
         chosen: set[SSAValue] = set()
         work: list[SSAValue] = []
 
@@ -178,20 +206,37 @@ class _Relayout:
             return v in chosen
 
         copies: list[tuple[F.ExternOp, int]] = []
+        copied_back: list[tuple[F.ExternOp, SSAValue]] = []
         for conv in convs:
             if 0 in conv.result_positions:  # its result (a backward's grad_input, where it computes one)
                 result = conv.outputs[conv.result_positions.index(0)]
                 if not want(result):  # channels-last operands would give torch's result another layout: a copy
                     self.declined[conv] = f"its result is {self.movable(result)}"
                     continue
-            for i in ([0] if conv.target.data == CONVOLUTION else [0, 1]):  # the activations it reads
-                t = conv.inputs[i].type
-                if not want(conv.inputs[i]) and isinstance(t, TensorType) and t.is_contiguous and t.rank == 4:
+            backward = conv.target.data == CONVOLUTION_BACKWARD
+            for i in ([0, 1, 2] if backward else [0, 1]):  # the activations it reads, and the weight
+                v = conv.inputs[i]
+                if (i != (2 if backward else 1) or _has_window(v)) and not want(v) and _plain_4d(v):
                     copies.append((conv, i))
+            if backward and 1 in conv.result_positions:  # the weight's gradient
+                grad_weight = conv.outputs[conv.result_positions.index(1)]
+                if _has_window(grad_weight) and not want(grad_weight) and _plain_4d(grad_weight):
+                    copied_back.append((conv, grad_weight))
         while work:
             for x in _neighbours(work.pop()):
                 want(x)
-        return chosen, copies
+        return chosen, copies, copied_back
+
+
+def _plain_4d(v: SSAValue) -> bool:
+    t = v.type
+    return isinstance(t, TensorType) and t.is_contiguous and t.rank == 4
+
+
+def _has_window(weight: SSAValue) -> bool:
+    """A weight (or its gradient) wider than 1x1, whose channels-last layout differs from its contiguous one."""
+    t = weight.type
+    return isinstance(t, TensorType) and t.rank == 4 and not (t.dims[2] == 1 and t.dims[3] == 1)
 
 
 def _neighbours(v: SSAValue) -> list[SSAValue]:

@@ -112,3 +112,52 @@ def test_softmax_matches_eager():
     compiled = compile_module(module, {"s0": 8})
     a = torch.randn(9, 40, generator=torch.Generator().manual_seed(0)) * 4
     torch.testing.assert_close(compiled([a])[0], torch.softmax(a, 1))
+
+
+# Reductions whose second phase needs the first's result, over few long rows: split-reductions makes a kernel
+# per phase (the first hands its result on as a per-row buffer) and splits each in two.
+PHASES = {
+    "logsumexp": """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[3, s0], f32>) -> (!fusec.tensor<[3, 1], f32>) symbols(s0 in [64, inf]) {
+    %m = fusec.reduce "max" %a dims [1] keepdim : !fusec.tensor<[3, s0], f32> -> !fusec.tensor<[3, 1], f32>
+    %d = fusec.pointwise "sub" %a, %m : (!fusec.tensor<[3, s0], f32>, !fusec.tensor<[3, 1], f32>) -> !fusec.tensor<[3, s0], f32>
+    %e = fusec.pointwise "exp" %d : (!fusec.tensor<[3, s0], f32>) -> !fusec.tensor<[3, s0], f32>
+    %s = fusec.reduce "sum" %e dims [1] keepdim : !fusec.tensor<[3, s0], f32> -> !fusec.tensor<[3, 1], f32>
+    %l = fusec.pointwise "log" %s : (!fusec.tensor<[3, 1], f32>) -> !fusec.tensor<[3, 1], f32>
+    %y = fusec.pointwise "add" %l, %m : (!fusec.tensor<[3, 1], f32>, !fusec.tensor<[3, 1], f32>) -> !fusec.tensor<[3, 1], f32>
+    fusec.output %y : !fusec.tensor<[3, 1], f32>
+  }
+}""",
+    # batch norm's statistics of a channels-last activation: column sums, the variance after the mean
+    "column-variance": """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[s0, 24], bf16>) -> (!fusec.tensor<[1, 24], f32>, !fusec.tensor<[1, 24], f32>) symbols(s0 in [64, inf]) {
+    %f = fusec.pointwise "convert" %a : (!fusec.tensor<[s0, 24], bf16>) -> !fusec.tensor<[s0, 24], f32>
+    %s = fusec.reduce "sum" %f dims [0] keepdim : !fusec.tensor<[s0, 24], f32> -> !fusec.tensor<[1, 24], f32>
+    %i = fusec.symbolic s0 : !fusec.tensor<[], i64>
+    %n = fusec.pointwise "convert" %i : (!fusec.tensor<[], i64>) -> !fusec.tensor<[], f32>
+    %m = fusec.pointwise "div" %s, %n : (!fusec.tensor<[1, 24], f32>, !fusec.tensor<[], f32>) -> !fusec.tensor<[1, 24], f32>
+    %d = fusec.pointwise "sub" %f, %m : (!fusec.tensor<[s0, 24], f32>, !fusec.tensor<[1, 24], f32>) -> !fusec.tensor<[s0, 24], f32>
+    %q = fusec.pointwise "mul" %d, %d : (!fusec.tensor<[s0, 24], f32>, !fusec.tensor<[s0, 24], f32>) -> !fusec.tensor<[s0, 24], f32>
+    %v = fusec.reduce "sum" %q dims [0] keepdim : !fusec.tensor<[s0, 24], f32> -> !fusec.tensor<[1, 24], f32>
+    %w = fusec.pointwise "div" %v, %n : (!fusec.tensor<[1, 24], f32>, !fusec.tensor<[], f32>) -> !fusec.tensor<[1, 24], f32>
+    fusec.output %m, %w : !fusec.tensor<[1, 24], f32>, !fusec.tensor<[1, 24], f32>
+  }
+}""",
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")])])
+@pytest.mark.parametrize("name", list(PHASES))
+def test_reductions_split_phase_by_phase_give_the_interpreters_results(name, device):
+    from fusec.passes.split_reductions import SplitReductions
+
+    reference = parse(PHASES[name])
+    split = SplitReductions(min_rnumel=64, min_outer_rnumel=64, splits=4)
+    module = apply_passes(parse(PHASES[name]), FormKernels(), *_fusion_passes(), split)
+    assert sum(k.is_reduction for k in module.walk() if k.name == "fusec.kernel") == 4  # two phases, each split
+    compiled = compile_module(module, {"s0": 300})
+    for size in (64, 301) + ((20011,) if device == "cuda" else ()):
+        inputs = random_inputs(reference, {"s0": size}, seed=size)
+        got = [t.cpu() for t in compiled([t.to(device) for t in inputs])]
+        assert_same_results(interpreter.run(reference, inputs), got, rtol=1e-4, atol=1e-4)

@@ -3,7 +3,7 @@
 A small residual conv net, trained one step and run for inference, static and ``dynamic=True``: outputs
 and every gradient against eager; the forward's saved activations are channels-last and the backward
 receives them so (AOTAutograd restrides its inputs from the strides fusec reports), so the backward copies
-only the images it was given.
+only the images it was given, and the weights (in, and their gradients back out).
 """
 
 import pytest
@@ -58,7 +58,10 @@ def test_a_training_step_matches_eager_and_the_backward_gets_channels_last(fresh
     assert "fusec.saved_outputs" in forward and "strides [512, 1, 64, 8]" in forward.split("fusec.output")[-1]
     assert "strides [512, 1, 64, 8]" in backward_in  # a saved activation, as the forward returned it
     copies = [r for r in remarks_in(tmp_path, "backward") if "channels-last-copy" in r]
-    assert len(copies) == 1 and "operand 1" in copies[0]  # the images, saved for the stem's weight gradient
+    activations = [r for r in copies if "operand 0" in r or "operand 1" in r]
+    assert len(activations) == 1 and "operand 1" in activations[0]  # the images, saved for the stem's weight gradient
+    # and for each of the two convolutions, its weight in and its weight's gradient back out
+    assert sum("operand 2" in r for r in copies) == 2 and sum("the weight's gradient" in r for r in copies) == 2
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
