@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 
 from fusec.analysis import collectives, timing
@@ -104,6 +104,7 @@ class _GraphGrouper:
         # as Python ints in topological order, so naming the member a kernel depends on is a bit test.
         self.op_index = {id(n.ops[0]): i for i, n in enumerate(self.schedule.nodes)}
         self.op_ancestors = list(self.schedule.ancestors)
+        self.has_collectives = any(collectives.is_ordered(op) for op in graph.block.ops)
 
     # ------------------------------------------------------------ the greedy loop
 
@@ -202,6 +203,8 @@ class _GraphGrouper:
                   if isinstance(v.owner, Operation) and id(v.owner) in node_of), default=-1)
         users = [graph_level(u.operation, self.graph) for op in merged.ops for r in op.results for u in r.uses]
         hi = min((where[id(node_of[id(u)])] for u in users if id(u) in node_of), default=len(reduced))
+        if not self.has_collectives:
+            return (reduced, lo, hi) if lo < hi else None
         # The members lie between the same two collectives (see _try_join): so does the combo.
         ordered = [i for i, n in enumerate(reduced) if any(collectives.is_ordered(op) for op in n.ops)]
         pa = self.schedule.position[id(group)]
@@ -214,6 +217,8 @@ class _GraphGrouper:
 
     def _collective_between(self, group: Node, node: Node) -> str | None:
         """The target of a collective or wait between the two nodes' positions, if any."""
+        if not self.has_collectives:
+            return None
         a, b = sorted((self.schedule.position[id(group)], self.schedule.position[id(node)]))
         for n in self.schedule.nodes[a + 1:b]:
             for op in n.ops:
@@ -257,19 +262,29 @@ class _GraphGrouper:
         old_live = sched.live(old_lo, old_hi)
         new_live = sched.live_after_move(moved[0], moved[1], merged, slot, old_lo, old_hi - 1)
         verdict = "contained"
+        exact = not self.graph.declared_symbols  # static sizes: a byte count is cheap and exact
         for i, live in enumerate(new_live):
             n = order[old_lo + i]
             if n is not merged and live & ~old_live[sched.position[id(n)] - old_lo] == 0:
                 continue
+            if exact:  # a subset of an old moment never outweighs the fullest one: bytes first, the scan only
+                if not self._bytes_bounded(live):  # while "contained" is still possible
+                    return None
+                if verdict == "contained" and not any(live & ~w == 0 for w in old_live):
+                    verdict = "bytes"
+                continue
             if any(live & ~w == 0 for w in old_live):
                 continue
-            if not self._bytes_bounded(sched.buffers(live)):
+            if not self._bytes_bounded(live):
                 return None
             verdict = "bytes"
         return verdict
 
-    def _bytes_bounded(self, live: list[SSAValue]) -> bool:
-        new = moment_bytes(live)
+    def _bytes_bounded(self, live: int) -> bool:
+        """Whether the buffers in ``live`` provably take no more bytes than one of the old order's fullest moments."""
+        if not self.graph.declared_symbols:  # static sizes: the hints are the sizes, and ints compare exactly
+            return self.schedule.hinted_bytes(live, self.hints) <= self.schedule.heaviest_bytes(self.hints)
+        new = moment_bytes(self.schedule.buffers(live))
         for old in self.schedule.heaviest_moments(self.hints, BYTE_COMPARISONS):
             if provably_at_most(new, old, self.lower_bounds):
                 return True

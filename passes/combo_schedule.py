@@ -46,6 +46,8 @@ class Schedule:
         values = sorted({v for n in self.nodes for v in n.step.allocates | n.step.reads}, key=_value_order(self.nodes))
         self.values = values
         self.index = {v: i for i, v in enumerate(values)}
+        self._bit_bytes: list[int] | None = None
+        self._mask_bytes: dict[int, int] = {}  # many moments of many tried orders hold the same buffers
         self.refresh()
 
     def refresh(self) -> None:
@@ -65,6 +67,7 @@ class Schedule:
             for v in n.step.reads:
                 self.readers.setdefault(v, []).append(i)
         self._heaviest: list[sympy.Expr] | None = None
+        self._heaviest_bytes = 0
 
     def _producers(self, node: Node) -> set[int]:
         return {self.defined_by[v] for v in node.operands if v in self.defined_by} - {self.position[id(node)]}
@@ -131,16 +134,40 @@ class Schedule:
         return m
 
     def buffers(self, mask: int) -> list[SSAValue]:
-        return [v for i, v in enumerate(self.values) if mask >> i & 1]
+        return [self.values[i] for i in _bits(mask)]
+
+    def hinted_bytes(self, mask: int, hints: SizeHints) -> int:
+        """Bytes of the buffers in ``mask`` at the size hints (exact where the graph has no size symbols)."""
+        if self._bit_bytes is None:  # the values and their bits never change; the hints are the pass's
+            self._bit_bytes = [buffer_bytes(tensor_type_of(v), hints) for v in self.values]
+        total = self._mask_bytes.get(mask)
+        if total is None:
+            per_bit = self._bit_bytes
+            total = self._mask_bytes[mask] = sum(per_bit[i] for i in _bits(mask))
+        return total
 
     def heaviest_moments(self, hints: SizeHints, count: int) -> list[sympy.Expr]:
         """The byte counts (over the size symbols) of the ``count`` fullest moments under the size hints."""
         if self._heaviest is None:
             masks = set(self.live(0, len(self.nodes)))
-            weight = {m: sum(buffer_bytes(tensor_type_of(v), hints) for v in self.buffers(m)) for m in masks}
+            weight = {m: self.hinted_bytes(m, hints) for m in masks}
             fullest = sorted(weight, key=lambda m: -weight[m])[:count]
+            self._heaviest_bytes = weight[fullest[0]] if fullest else 0
             self._heaviest = [moment_bytes(self.buffers(m)) for m in fullest]
         return self._heaviest
+
+    def heaviest_bytes(self, hints: SizeHints) -> int:
+        """The bytes of the fullest moment under the size hints."""
+        self.heaviest_moments(hints, 1)
+        return self._heaviest_bytes
+
+
+def _bits(mask: int):
+    """The positions of the set bits of ``mask``, lowest first (a walk over set bits, not over all buffers)."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def _value_order(nodes: list[Node]):
