@@ -175,7 +175,8 @@ class _Relayout:
             why = self.movable(v)
             copy = F.PointwiseOp("identity", [v], t)
             Rewriter.insert_op(copy, InsertPoint.after(conv))
-            v.replace_uses_with_if(copy.result, lambda use, copy=copy: use.operation is not copy)
+            for use in [u for u in v.uses if u.operation is not copy]:  # every reader but the copy reads it
+                use.operation.operands[use.index] = copy.result
             Rewriter.replace_value_with_new_type(v, channels_last(t))
             remarks.emit(self.pass_name, "channels-last-copy", f"{conv.target.data}: the weight's gradient is computed "
                          f"channels-last, as the library does, and copied back: it is {why}", conv)
