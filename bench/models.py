@@ -8,7 +8,8 @@ fusec+PASS{OPTIONS}+... (the default pipeline with those passes' options);
 inductor, inductor-combo, and each with ``-ro`` (mode="reduce-overhead": CUDA graphs).
 
 Each (model, mode, dtype, backend) runs in a fresh process with empty compile
-caches, so the first call is a cold compile.  It reports: graphs that fell back
+caches, so the first call is a cold compile (``--warm`` adds a second process reading the first one's caches:
+a warm start).  It reports: graphs that fell back
 to eager (fusec's "runs with torch" warnings), the largest error against eager
 (inference: the output, relative to its size; train: the loss and every
 parameter's gradient), the first call's time, kernels per call and their device
@@ -262,6 +263,8 @@ def main() -> None:
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
     p.add_argument("--dtype", help=argparse.SUPPRESS)
+    p.add_argument("--warm", action="store_true", help="run each configuration a second time in a new process "
+                   "with the first one's caches (compile caches on): the warm start's first call")
     p.add_argument("--backend", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
@@ -277,18 +280,21 @@ def main() -> None:
                            "--host-profile", str(args.host_profile)]
                     cmd += ["--dynamic"] if args.dynamic else []
                     with tempfile.TemporaryDirectory() as cache:
+                        caches = "1" if args.warm else "0"  # a warm start reads what the first process wrote
                         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "FUSEC_CACHE_DIR": cache,
-                               "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
-                        try:
-                            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-                            result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-                            row = json.loads(result[-1][7:]) if result else {"error": failure(done.stderr)}
-                        except subprocess.TimeoutExpired:
-                            row = {"error": f"timed out after {args.timeout} s"}
-                    for key, value in {"model": model, "mode": mode, "dtype": dtype, "backend": backend}.items():
-                        row.setdefault(key, value)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+                               "TORCHINDUCTOR_FX_GRAPH_CACHE": caches, "TORCHINDUCTOR_AUTOGRAD_CACHE": caches}
+                        for label in [backend, f"{backend} warm"][:2 if args.warm else 1]:
+                            try:
+                                done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+                                result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                                row = json.loads(result[-1][7:]) if result else {"error": failure(done.stderr)}
+                            except subprocess.TimeoutExpired:
+                                row = {"error": f"timed out after {args.timeout} s"}
+                            for key, value in {"model": model, "mode": mode, "dtype": dtype}.items():
+                                row.setdefault(key, value)
+                            row["backend"] = label
+                            rows.append(row)
+                            print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

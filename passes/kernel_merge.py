@@ -159,16 +159,17 @@ VIEWS = F.VIEW_OPS  # run as torch views between kernels and externs
 
 
 class Graph:
-    """A graph block and the questions merging asks of it; op positions are cached until a merge."""
+    """A graph block and the questions merging asks of it; op positions and kernel names are kept up to date."""
 
     def __init__(self, block: Block):
         self.block = block
-        self._pos: dict[Operation, int] | None = None
+        self._pos: dict[Operation, float] | None = None
+        self._names: set[str] | None = None
 
     @property
-    def pos(self) -> dict[Operation, int]:
+    def pos(self) -> dict[Operation, float]:
         if self._pos is None:
-            self._pos = {op: i for i, op in enumerate(self.block.ops)}
+            self._pos = {op: float(i) for i, op in enumerate(self.block.ops)}
         return self._pos
 
     def top(self, op: Operation) -> Operation | None:
@@ -239,14 +240,19 @@ class Graph:
         return False
 
     def names(self) -> set[str]:
-        kernels = [op for op in self.block.ops if isinstance(op, F.KernelOp)]
-        kernels += [k for op in self.block.ops if isinstance(op, F.ComboOp) for k in op.kernels]
-        return {k.sym_name.data for k in kernels}
+        """The kernel names in the graph (combo members too); kept up to date by ``install``, the one way merging
+        adds and removes kernels, rather than collected anew for every merged kernel's name."""
+        if self._names is None:
+            kernels = [op for op in self.block.ops if isinstance(op, F.KernelOp)]
+            kernels += [k for op in self.block.ops if isinstance(op, F.ComboOp) for k in op.kernels]
+            self._names = {k.sym_name.data for k in kernels}
+        return self._names
 
     def install(self, kernel: F.KernelOp, replaced: dict[SSAValue, SSAValue], old: Sequence[F.KernelOp],
                 anchor: Operation) -> None:
         """Insert ``kernel`` before ``anchor``, redirect ``replaced``, erase dead ``old`` kernels, re-sort if needed."""
         self.block.insert_op_before(kernel, anchor)
+        self._place(kernel, anchor)
         for old_value, new_value in replaced.items():
             old_value.replace_all_uses_with(new_value)
         dead = list(old)
@@ -256,10 +262,28 @@ class Graph:
                 break
             self.block.erase_op(k)
             dead.remove(k)
-        self._pos = None
+            if self._names is not None:
+                self._names.discard(k.sym_name.data)
+            if self._pos is not None:
+                del self._pos[k]
+        if self._names is not None:  # after the erased ones: the merged kernel may take the name of one
+            self._names.add(kernel.sym_name.data)
         # Readers of the replaced values that sat before the anchor must move after the kernel.
         if any(self.pos[u] < self.pos[kernel] for r in kernel.results for u in self.readers(r)):
             self._topo_sort()
+
+    def _place(self, kernel: F.KernelOp, anchor: Operation) -> None:
+        """Give ``kernel``, just inserted before ``anchor``, a position between its neighbours' (positions only
+        order ops), so that a merge does not renumber the whole block; renumbered where no number lies between."""
+        if self._pos is None:
+            return
+        prev = kernel.prev_op
+        lo, hi = (self._pos[prev] if prev is not None else -1.0), self._pos[anchor]
+        middle = (lo + hi) / 2
+        if lo < middle < hi:
+            self._pos[kernel] = middle
+        else:
+            self._pos = None
 
     def _topo_sort(self) -> None:
         """Reorder the block so every op follows what it reads, keeping the old order where free."""
@@ -360,14 +384,17 @@ def merged_name(kernels: Sequence[F.KernelOp], body: Block, domain: Sequence[sym
         parts = list(dict.fromkeys(op.fn.data for op in body.ops if isinstance(op, F.PointwiseOp))) or ["copy"]
     kind = "red" if len(domain) == 2 else "poi"
     taken = graph.names()
-    numbers = [int(m.group(2)) for name in taken if (m := _NAME.match(name))]
-    m = _NAME.match(number_from.sym_name.data)
-    number = int(m.group(2)) if m else max(numbers, default=-1) + 1
-    name = f"fusec_{kind}_{'_'.join(parts[:MAX_NAME_PARTS])}_{number}"
+    stem = f"fusec_{kind}_{'_'.join(parts[:MAX_NAME_PARTS])}_"
+    own = _NAME.match(number_from.sym_name.data)
+    if own and ((name := stem + own.group(2)) not in taken or name == number_from.sym_name.data):
+        return name  # the usual case: the number of the kernel it merges into, free (no scan of every name)
+    numbers = [int(found.group(2)) for other in taken if (found := _NAME.match(other))]
+    number = int(own.group(2)) if own else max(numbers, default=-1) + 1
+    name = stem + str(number)
     while name in taken and name != number_from.sym_name.data:
         number = max(numbers, default=number) + 1
         numbers.append(number)
-        name = f"fusec_{kind}_{'_'.join(parts[:MAX_NAME_PARTS])}_{number}"
+        name = stem + str(number)
     return name
 
 
