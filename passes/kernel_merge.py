@@ -278,11 +278,10 @@ class Graph:
         if self._pos is None:
             return
         prev = kernel.prev_op
-        lo, hi = (self._pos[prev] if prev is not None else -1.0), self._pos[anchor]
-        middle = (lo + hi) / 2
-        if lo < middle < hi:
-            self._pos[kernel] = middle
-        else:
+        lo, hi = (self._pos.get(prev) if prev is not None else -1.0), self._pos.get(anchor)
+        if lo is not None and hi is not None and lo < (lo + hi) / 2 < hi:
+            self._pos[kernel] = (lo + hi) / 2
+        else:  # an op placed some other way, or no number left between: number the block anew
             self._pos = None
 
     def _topo_sort(self) -> None:
