@@ -197,17 +197,21 @@ class _GraphGrouper:
     def _placement_window(self, group: Node, node: Node, merged: Node) -> tuple[list[Node], int, int] | None:
         """The order without the two nodes, and the slots (lo, hi] where the merged node may go."""
         reduced = [n for n in self.schedule.nodes if n is not group and n is not node]
-        where = {id(n): i for i, n in enumerate(reduced)}
-        node_of = {id(op): n for n in reduced for op in n.ops}
-        lo = max((where[id(node_of[id(v.owner)])] for v in operands_of(merged.ops)
-                  if isinstance(v.owner, Operation) and id(v.owner) in node_of), default=-1)
-        users = [graph_level(u.operation, self.graph) for op in merged.ops for r in op.results for u in r.uses]
-        hi = min((where[id(node_of[id(u)])] for u in users if id(u) in node_of), default=len(reduced))
+        pa, pb = self.schedule.position[id(group)], self.schedule.position[id(node)]
+        node_at = self.schedule.node_at
+
+        def slot_of(op: Operation) -> int | None:  # its node's index in ``reduced``, None outside it
+            i = node_at.get(id(op))
+            return None if i is None or i in (pa, pb) else i - (i > pa) - (i > pb)
+
+        owners = [slot_of(v.owner) for v in operands_of(merged.ops) if isinstance(v.owner, Operation)]
+        lo = max((i for i in owners if i is not None), default=-1)
+        users = [slot_of(graph_level(u.operation, self.graph)) for op in merged.ops for r in op.results for u in r.uses]
+        hi = min((i for i in users if i is not None), default=len(reduced))
         if not self.has_collectives:
             return (reduced, lo, hi) if lo < hi else None
         # The members lie between the same two collectives (see _try_join): so does the combo.
         ordered = [i for i, n in enumerate(reduced) if any(collectives.is_ordered(op) for op in n.ops)]
-        pa = self.schedule.position[id(group)]
         before = sum(1 for n in self.schedule.nodes[:pa] if any(collectives.is_ordered(op) for op in n.ops))
         if before:
             lo = max(lo, ordered[before - 1])

@@ -52,6 +52,7 @@ class Schedule:
 
     def refresh(self) -> None:
         self.position = {id(n): i for i, n in enumerate(self.nodes)}
+        self.node_at = {id(op): i for i, n in enumerate(self.nodes) for op in n.ops}  # a graph op -> its node's index
         self.defined_by: dict[SSAValue, int] = {v: i for i, n in enumerate(self.nodes) for op in n.ops for v in op.results}
         self.ancestors: list[int] = []
         for n in self.nodes:
