@@ -102,9 +102,10 @@ class _GraphGrouper:
         self.schedule = Schedule(graph)
         # Def-use reachability of the graph's own ops (grouping never changes it): one bit per op, ancestors
         # as Python ints in topological order, so naming the member a kernel depends on is a bit test.
-        self.op_index = {id(n.ops[0]): i for i, n in enumerate(self.schedule.nodes)}
+        self.op_index = dict(self.schedule.node_at)  # frozen: the schedule's own map follows its groups
         self.op_ancestors = list(self.schedule.ancestors)
         self.has_collectives = any(collectives.is_ordered(op) for op in graph.block.ops)
+        self.static_sizes = not graph.declared_symbols  # byte counts at the hints are then exact ints
 
     # ------------------------------------------------------------ the greedy loop
 
@@ -266,12 +267,11 @@ class _GraphGrouper:
         old_live = sched.live(old_lo, old_hi)
         new_live = sched.live_after_move(moved[0], moved[1], merged, slot, old_lo, old_hi - 1)
         verdict = "contained"
-        exact = not self.graph.declared_symbols  # static sizes: a byte count is cheap and exact
         for i, live in enumerate(new_live):
             n = order[old_lo + i]
             if n is not merged and live & ~old_live[sched.position[id(n)] - old_lo] == 0:
                 continue
-            if exact:  # a subset of an old moment never outweighs the fullest one: bytes first, the scan only
+            if self.static_sizes:  # a subset of an old moment never outweighs the fullest one: bytes first, the scan only
                 if not self._bytes_bounded(live):  # while "contained" is still possible
                     return None
                 if verdict == "contained" and not any(live & ~w == 0 for w in old_live):
@@ -286,7 +286,7 @@ class _GraphGrouper:
 
     def _bytes_bounded(self, live: int) -> bool:
         """Whether the buffers in ``live`` provably take no more bytes than one of the old order's fullest moments."""
-        if not self.graph.declared_symbols:  # static sizes: the hints are the sizes, and ints compare exactly
+        if self.static_sizes:
             return self.schedule.hinted_bytes(live, self.hints) <= self.schedule.heaviest_bytes(self.hints)
         new = moment_bytes(self.schedule.buffers(live))
         for old in self.schedule.heaviest_moments(self.hints, BYTE_COMPARISONS):
