@@ -94,6 +94,11 @@ class TritonCombo:
             warps = max(warps, cfg.num_warps)
         return grid, constexprs, warps
 
+    def __getstate__(self) -> dict:
+        # ``pointers`` are IR values, which reach the whole module: a stored launcher (the warm start's graph
+        # cache) keeps the launch, which names its buffers in the host source, not the IR.
+        return {**self.__dict__, "pointers": ()}
+
     def launch(self, fn, buffers: Sequence, env: Mapping[str, int]) -> None:
         """Launch the loaded kernel ``fn`` on ``buffers`` (one tensor per pointer) for sizes ``env``."""
         grid, constexprs, warps = self.launch_plan(env)

@@ -114,5 +114,8 @@ def store(key: str, launcher) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:  # a cache that cannot store is no cache
+    except OSError as e:  # a cache that cannot store (a read-only or full disk) is no cache
         logger.debug("graph cache: cannot store %s (%s: %s)", key[:12], type(e).__name__, e)
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as e:  # fusec's bug: say so
+        logger.warning("graph cache: cannot store %s, the warm start will recompile it (%s: %s)", key[:12],
+                       type(e).__name__, str(e)[:200])

@@ -69,3 +69,44 @@ def test_the_key_follows_the_spec_the_checks_and_the_code_not_the_graph_name():
 def test_off_when_turned_off(monkeypatch):
     monkeypatch.setenv("FUSEC_GRAPH_CACHE", "0")
     assert graph_cache.module_key(None, "dce", {}, "all") is None
+
+
+class TwoNorms(nn.Module):  # two independent layer norms: their kernels become a combo, forward and backward
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.LayerNorm(12), nn.LayerNorm(12)
+
+    def forward(self, x, y):
+        return self.a(x).relu() + 1, self.b(y).sigmoid()
+
+
+@pytest.mark.slow
+def test_a_training_step_with_combo_kernels_is_stored_and_reused(cache, monkeypatch):
+    """Every graph of a training step is stored, combos included (their IR values once made pickling recurse
+    through the whole module, and the store gave up: a warm start recompiled those graphs)."""
+    from fusec.lowering.combo_kernel import TritonCombo
+
+    torch.manual_seed(0)
+    model = TwoNorms()
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(5, 12, generator=g), torch.randn(7, 12, generator=g)
+
+    def step(run):
+        model.zero_grad()
+        a, b = run(x, y)
+        (a.square().sum() + b.sum()).backward()
+        return a, b, [p.grad.clone() for p in model.parameters()]
+
+    want = step(model)
+    first = step(torch.compile(model, backend="fusec"))
+    entries = sorted(cache.glob("*.pickle"))
+    assert len(entries) == 2  # the forward and the backward
+    launchers = [graph_cache.load(e.stem) for e in entries]
+    assert all(any(isinstance(k, TritonCombo) for k in launcher.kernels) for launcher in launchers)
+    assert not any(b"xdsl" in e.read_bytes() for e in entries)  # launches and sources only, no IR
+    torch._dynamo.reset()
+    monkeypatch.setattr(fusec.pipeline, "run_pipeline", no_pipeline)
+    second = step(torch.compile(model, backend="fusec"))
+    torch.testing.assert_close(first, want)
+    torch.testing.assert_close(second, want)
+    assert sorted(cache.glob("*.pickle")) == entries
