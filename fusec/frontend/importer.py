@@ -270,6 +270,8 @@ class GraphImporter(GraphBuilder):
                           Region(self.block))
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes["fusec.device"] = StringAttr(self.device.type)
+        if self.device.type != "cpu":  # whether fp32 matmuls may use TF32 tensor cores ("highest": they may not)
+            graph.attributes["fusec.float32_matmul_precision"] = StringAttr(torch.get_float32_matmul_precision())
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay), definitions)

@@ -5,6 +5,8 @@ the default pipeline pads where the cost rule says so.  Values, strides and grad
 padding is zeros, the result a slice of the padded product, and outputs get eager's (contiguous) strides.
 """
 
+import contextlib
+
 import pytest
 import torch
 
@@ -102,15 +104,32 @@ def test_symbolic_rows_pad_the_static_columns():
 
 @pytest.mark.gpu
 @on_gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_lm_head_on_cuda_is_padded_by_default(dtype, tmp_path):
-    """The default pipeline on a GPU: GPT-2's LM head shape is padded (the cost rule says so), values match."""
+@pytest.mark.parametrize(("dtype", "tf32", "row"), [(torch.bfloat16, False, 50264), (torch.float32, True, 50260),
+                                                    (torch.float32, False, None)])
+def test_lm_head_on_cuda_is_padded_where_tensor_cores_run_it(dtype, tf32, row, tmp_path):
+    """The default pipeline on a GPU: GPT-2's LM head shape is padded where cuBLAS runs it on tensor cores (16-bit,
+    or fp32 with TF32 allowed), and keeps its sizes for fp32 at torch's default precision; values match."""
     g = torch.Generator().manual_seed(4)
     h = torch.randn(1024, 768, generator=g).to("cuda", dtype)
     w = (torch.randn(50257, 768, generator=g) * 0.05).to("cuda", dtype)
-    fn = torch.compile(lambda h, w: h @ w.t(), backend="fusec", options={"dump_dir": str(tmp_path)})
-    got, want = fn(h, w), h @ w.t()
-    torch.testing.assert_close(got, want)  # the same products with zeros added (cuBLAS may split K otherwise)
+    with _tf32(tf32):
+        fn = torch.compile(lambda h, w: h @ w.t(), backend="fusec", options={"dump_dir": str(tmp_path)})
+        got, want = fn(h, w), h @ w.t()
+    tol = {"rtol": 2e-2, "atol": 2e-2} if tf32 else {}
+    torch.testing.assert_close(got, want, **tol)  # the same products with zeros added (cuBLAS may split K otherwise)
     assert got.stride() == want.stride()
-    row = 50264 if dtype == torch.bfloat16 else 50260
-    assert f"N 50257 -> {row}" in _dump_text(tmp_path, "remarks.txt")
+    remarks = _dump_text(tmp_path, "remarks.txt")
+    if row is None:
+        assert "N 50257 ->" not in remarks and "float32_matmul_precision 'highest'" in remarks
+    else:
+        assert f"N 50257 -> {row}" in remarks
+
+
+@contextlib.contextmanager
+def _tf32(allowed: bool):
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
