@@ -109,14 +109,40 @@ def profile_call(call: Callable[[], object], repeats: int = 10) -> tuple[int, in
 
 
 def kernel_profile(events, program: str = "") -> list[dict]:
-    """Device time per kernel name in one call's CUDA events, as ``fusec-report --profile`` reads it
-    (``{"name", "device_time_us", "program"}`` entries, slowest first; memcpy and memset left out)."""
-    totals: dict[str, float] = {}
+    """Device time per kernel in one call's profiler events, as ``fusec-report --profile`` reads it:
+    ``{"name", "device_time_us", "graph", "program"}`` entries, slowest first (memcpy and memset left out).  A kernel
+    launched inside a fusec graph's range (``fusec:<graph>``, ``fusec.runtime.compiled.PROFILE_RANGE``) names that
+    graph: kernel names are unique within a graph only.  The profiler links a kernel to the runtime call that
+    launched it (a ``cuLaunchKernel`` event: the same correlation id), and that call is nested in the range."""
+    from fusec.runtime.compiled import PROFILE_RANGE
+
+    launched_in: dict[int, str] = {}  # correlation id of a launch -> the graph whose range holds it
     for e in events:
-        if e.device_type == torch.autograd.DeviceType.CUDA and not any(k in e.name.lower() for k in ("memcpy", "memset")):
-            totals[e.name] = totals.get(e.name, 0.0) + e.device_time
-    return [{"name": name, "device_time_us": round(us, 3), **({"program": program} if program else {})}
-            for name, us in sorted(totals.items(), key=lambda kv: -kv[1])]
+        if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith(PROFILE_RANGE):
+            launched_in.update((i, e.name[len(PROFILE_RANGE):]) for i in _launches_under(e))
+    totals: dict[tuple[str, str], float] = {}
+    for e in events:
+        name = e.name
+        if e.device_type != torch.autograd.DeviceType.CUDA or name.startswith(PROFILE_RANGE) \
+                or any(k in name.lower() for k in ("memcpy", "memset")):
+            continue  # host events, the ranges' own device-side annotations, copies
+        graph = launched_in.get(e.id, "")
+        totals[graph, name] = totals.get((graph, name), 0.0) + e.device_time
+    return [{"name": name, "device_time_us": round(us, 3), **({"graph": graph} if graph else {}),
+             **({"program": program} if program else {})}
+            for (graph, name), us in sorted(totals.items(), key=lambda kv: -kv[1])]
+
+
+def _launches_under(event) -> list[int]:
+    """Correlation ids of the CUDA runtime and driver calls (``cuLaunchKernelEx``, ``cudaLaunchKernel``: a kernel
+    has its launch's id) nested in the CPU ``event``; ops' ids (``aten::mm``) are numbered apart and left out."""
+    found, stack = [], list(event.cpu_children)
+    while stack:
+        e = stack.pop()
+        if e.name.startswith("cu"):
+            found.append(e.id)
+        stack += e.cpu_children
+    return found
 
 
 def profile_kernels(call: Callable[[], object], program: str = "") -> list[dict]:
@@ -125,7 +151,7 @@ def profile_kernels(call: Callable[[], object], program: str = "") -> list[dict]
 
     call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], acc_events=True) as prof:
         call()
         torch.cuda.synchronize()
     return kernel_profile(prof.events(), program)

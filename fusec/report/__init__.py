@@ -10,7 +10,7 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp
 
 from fusec.report.html import page
-from fusec.report.model import FINAL_IR, TIMINGS, GraphReport, ReportError, graph_folders, read_graph, read_profile
+from fusec.report.model import FINAL_IR, TIMINGS, GraphReport, ReportError, graph_folders, read_graph, read_profile, share_out
 
 REPORT_FILE = "report.html"
 
@@ -25,7 +25,7 @@ def write_report(dump_root: Path, out: Path | None = None, profile: Path | None 
     folders = graph_folders(dump_root)
     if not folders:
         raise ReportError(f"{dump_root}: no graph dumps here (a graph's folder holds remarks.json and NN-<pass>.mlir files)")
-    times = read_profile(profile) if profile is not None else None
+    times = share_out(read_profile(profile), folders) if profile is not None else None
     reports = [read_graph(folder, profile=times) for folder in folders]
     out = out if out is not None else dump_root / REPORT_FILE
     out.write_text(page(reports, f"fusec report: {dump_root.resolve().name}"))

@@ -119,7 +119,7 @@ def read_graph(folder: Path, module: ModuleOp | None = None, profile: dict[str, 
         module = _final_module(folder, report.steps)
     if module is not None:
         _read_module(report, module)
-    _attach_files(report, profile or {})
+    _attach_files(report, profile if isinstance(profile, Profile) else Profile(profile))
     return report
 
 
@@ -325,7 +325,7 @@ def kernel_id(name: str) -> str | None:
     return m.group(1) if m else name.lstrip("@")
 
 
-def _attach_files(report: GraphReport, profile: dict[str, float]) -> None:
+def _attach_files(report: GraphReport, profile: Profile) -> None:
     sources = {kernel_key(p.stem): p for p in report.folder.glob("fusec_*.py")}
     launches = _launch_lines(report.launcher or "")
     for box in report.boxes:
@@ -342,7 +342,11 @@ def _attach_files(report: GraphReport, profile: dict[str, float]) -> None:
             box.schedule.setdefault("combo member", box.combo)
         box.launch = launches.get(key)
         box.remarks = [r for r in report.remarks if kernel_id(box.name) in {kernel_id(s) for s in r.get("subjects", ())}]
-        box.device_time_us = profile.get(f"{report.name}/{box.name}", profile.get(box.name, profile.get(key)))
+        own = f"{report.name}/{path.stem}" if path is not None else None
+        box.device_time_us = next((profile[k] for k in (f"{report.name}/{box.name}", own, box.name, key) if k in profile), None)
+        if own is not None and own in profile.shared:
+            box.schedule["compiled kernel"] = (f"one body with {profile.shared[own] - 1} other launch site(s) of this graph: "
+                                               "the profile's time for it is split evenly among them")
     for combo in report.of_kind("combo"):  # a member's launch is its combo's; the combo's header names its schedule
         header = (combo.source or "").split("\n", 1)[0]
         kinds = {kernel_key(name): kind for name, kind in re.findall(r"(fusec_\w+) \(([^)]*)\)", header)}
@@ -364,18 +368,52 @@ def _launch_lines(launcher: str) -> dict[str, str]:
     return found
 
 
-def read_profile(path: Path) -> dict[str, float]:
+class Profile(dict[str, float]):
+    """Device microseconds by ``"graph/kernel"`` (or ``kernel`` where the profile names no graph); ``shared``: keys
+    whose time is one share of a compiled kernel that several launch sites of their graph run."""
+
+    def __init__(self, times: dict[str, float] | None = None, shared: dict[str, int] | None = None):
+        super().__init__(times or {})
+        self.shared = shared or {}
+
+
+def read_profile(path: Path) -> Profile:
     """A profile: ``{"kernels": [{"name": "fusec_poi_add_3", "graph": "forward_0_0", "device_time_us": 4.2}, ...]}``
     (``graph`` optional).  Returns ``"graph/name"`` (or ``name``) -> microseconds."""
     try:
         data = json.loads(path.read_text())
-        times = {}
+        times = Profile()
         for entry in data["kernels"]:
             key = f"{entry['graph']}/{entry['name']}" if entry.get("graph") else entry["name"]
-            times[key] = float(entry["device_time_us"])
+            times[key] = times.get(key, 0.0) + float(entry["device_time_us"])
         return times
     except OSError as e:
         raise ReportError(f"{path}: cannot read the profile: {e.strerror or e}") from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ReportError(f"{path}: not a fusec profile ({type(e).__name__}: {e}); expected "
                           '{"kernels": [{"name": ..., "device_time_us": ...}]}') from None
+
+
+def share_out(profile: Profile, folders: list[Path]) -> Profile:
+    """Kernels with one body compile once and run under the name of the launch site that compiled them first
+    (``fusec.runtime.kernel_cache.load_shared_kernel``), so a profile names one site, perhaps of another graph, for
+    all of a graph's sites of that body: its time is split evenly among them (keys ``graph/site``)."""
+    from fusec.runtime.kernel_cache import body_hash
+
+    bodies = {f.name: {p.stem: body_hash(p.read_text(), p.stem) for p in f.glob("fusec_*.py")} for f in folders}
+    out = Profile({k: v for k, v in profile.items()})
+    for key, us in profile.items():
+        graph, _, name = key.rpartition("/")
+        sites = bodies.get(graph)
+        if not sites:
+            continue
+        launched = {sites[name]} if name in sites else {b.get(name) for b in bodies.values()} - {None}
+        same = [site for site, body in sites.items() if body in launched]
+        if len(same) < 2 and name in sites or not same:
+            continue
+        out.pop(key)
+        for site in same:
+            out[f"{graph}/{site}"] = out.get(f"{graph}/{site}", 0.0) + us / len(same)
+            if len(same) > 1:
+                out.shared[f"{graph}/{site}"] = len(same)
+    return out

@@ -66,6 +66,12 @@ def _torch_dtype(t) -> torch.dtype | None:
         return None
 
 
+# A profiler range around each graph's call, named ``fusec:<graph name>``: a profile's kernels launched inside it
+# are that graph's (``fusec.tools.benchmark --profile``), whichever thread (autograd's, for a backward) runs it.
+PROFILE_RANGE = "fusec:"
+_profiling = torch._C._autograd._profiler_enabled  # torch's own flag (the Python-side one is not set by every profiler)
+
+
 class CompiledGraph:
     """A graph ready to run: ``compiled(inputs) -> outputs`` (lists of tensors).
 
@@ -99,6 +105,9 @@ class CompiledGraph:
                 if not interpret:
                     self.precompile(inputs)
                 call = self._build(interpret)
+            if _profiling():  # a profile attributes kernels to their graph by this range
+                with torch.profiler.record_function(PROFILE_RANGE + self.launcher.graph_name):
+                    return call(inputs)
             return call(inputs)
         except InputMismatch:
             raise

@@ -178,3 +178,41 @@ def test_a_graph_that_ran_as_torch_ops_is_counted_as_a_fallback(dumps, tmp_path)
     page = (root / "report.html").read_text()
     assert "This graph ran as torch ops (not compiled): aten.foo has no fusec lowering" in page
     assert page.count("<td>ran as torch ops</td>") == 1
+
+
+def test_a_profiled_kernel_shared_by_launch_sites_splits_its_time_among_them(tmp_path):
+    """Identical bodies compile once and profile under the first site's name: the report splits that time
+    evenly among the graph's sites of the body, and says so."""
+    from fusec.report.model import read_profile, share_out
+    from fusec.runtime.kernel_cache import body_hash
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return self.norm(x + torch.tanh(self.lin(x)))
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Layer(), Layer()).eval()
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="fusec", options={"dump_dir": str(tmp_path)})(x), model(x))
+    torch._dynamo.reset()
+    (folder,) = graph_dirs(tmp_path)
+    by_body: dict[str, list[str]] = {}
+    for p in sorted(folder.glob("fusec_*.py")):
+        by_body.setdefault(body_hash(p.read_text(), p.stem), []).append(p.stem)
+    sites = max(by_body.values(), key=len)
+    assert len(sites) == 2  # the two layers' norms (or tails) lower to one body
+    profile_file = tmp_path / "profile.json"
+    profile_file.write_text(json.dumps({"kernels": [{"graph": folder.name, "name": sites[0], "device_time_us": 9.0}]}))
+    report = read_graph(folder, profile=share_out(read_profile(profile_file), [folder]))
+    timed = {b.name: b for b in report.boxes if b.device_time_us is not None}
+    assert sorted(b.device_time_us for b in timed.values()) == [4.5, 4.5]
+    assert all("split evenly" in b.schedule["compiled kernel"] for b in timed.values())
+    out = tmp_path / "r.html"
+    assert main([str(tmp_path), "--profile", str(profile_file), "-o", str(out)]) == 0
+    assert out.read_text().count("4.5 µs") >= 2
