@@ -28,7 +28,7 @@ from typing import cast
 import sympy
 import torch
 import torch.fx
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Region, SSAValue
 
 from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
@@ -270,8 +270,9 @@ class GraphImporter(GraphBuilder):
                           Region(self.block))
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes["fusec.device"] = StringAttr(self.device.type)
-        if self.device.type != "cpu":  # whether fp32 matmuls may use TF32 tensor cores ("highest": they may not)
+        if self.device.type != "cpu":  # whether fp32 matmuls and convolutions may use TF32 tensor cores
             graph.attributes["fusec.float32_matmul_precision"] = StringAttr(torch.get_float32_matmul_precision())
+            graph.attributes["fusec.cudnn_allow_tf32"] = IntegerAttr.from_bool(torch.backends.cudnn.allow_tf32)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay), definitions)

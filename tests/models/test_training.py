@@ -55,10 +55,13 @@ def test_training_step_matches_eager_on_gpu(name, dtype, dynamic):
     compiled = copy.deepcopy(eager)
     inputs = {k: v.to("cuda", dtype) if v.is_floating_point() else v.to("cuda")
               for k, v in case.inputs(torch.Generator().manual_seed(1), *case.sizes[0]).items()}
-    want_loss, want = _step(eager, case, inputs)
-    compiled.compile(backend="fusec", dynamic=dynamic)
-    with watch_compiles() as log:
-        got_loss, got = _step(compiled, case, inputs)
+    # fp32 in full fp32 on both sides (cuDNN's default TF32 rounds convolution inputs to 10 mantissa bits, and
+    # eager's NCHW and fusec's channels-last kernels round differently): the TF32 test below checks that path.
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        want_loss, want = _step(eager, case, inputs)
+        compiled.compile(backend="fusec", dynamic=dynamic)
+        with watch_compiles() as log:
+            got_loss, got = _step(compiled, case, inputs)
     log.assert_whole()
     tol = 1e-4 if dtype == torch.float32 else 3e-2
     torch.testing.assert_close(got_loss, want_loss, rtol=tol, atol=tol)
@@ -66,3 +69,33 @@ def test_training_step_matches_eager_on_gpu(name, dtype, dynamic):
         scale = want[n].abs().max().item() + 1e-6
         error = (got[n] - want[n]).abs().max().item() / scale
         assert error < (1e-3 if dtype == torch.float32 else 6e-2), f"{name}: gradient of {n} off by {error:.2e} of its size"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fp32_training_with_tf32_convolutions_is_as_accurate_as_eager():
+    """fp32 convolutions with cuDNN's default TF32 (fusec lays them out channels-last, as cuDNN computes them): every
+    gradient as close to an fp64 step as eager's TF32 step on channels-last tensors (the same cuDNN kernels).  TF32
+    is coarse here: a convolution before a batch norm has a weight gradient of cancelling terms (the norm's
+    gradient is orthogonal to its input's mean), 4% of its size off in both -- where eager's NCHW kernels for these
+    tiny sizes happen to stay in full fp32."""
+    case = MODELS["resnet"]
+    torch.manual_seed(0)
+    reference = case.build().train().to("cuda", torch.float64)
+    compiled = copy.deepcopy(reference).to(torch.float32)
+    eager = copy.deepcopy(compiled).to(memory_format=torch.channels_last)
+    inputs = case.inputs(torch.Generator().manual_seed(1), *case.sizes[0])
+    on = {k: v.to("cuda", torch.float32) if v.is_floating_point() else v.to("cuda") for k, v in inputs.items()}
+    _, exact = _step(reference, case, {k: v.double() if v.is_floating_point() else v for k, v in on.items()})
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        _, want = _step(eager, case, {k: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v
+                                      for k, v in on.items()})
+        compiled.compile(backend="fusec")
+        with watch_compiles() as log:
+            _, got = _step(compiled, case, on)
+    log.assert_whole()
+    for n in exact:
+        scale = exact[n].abs().max().item() + 1e-6
+        eager_error = (want[n].double() - exact[n]).abs().max().item() / scale
+        error = (got[n].double() - exact[n]).abs().max().item() / scale
+        assert error < 2 * eager_error + 1e-4, f"gradient of {n}: {error:.2e} of its size off, eager's TF32 {eager_error:.2e}"
