@@ -19,10 +19,15 @@ becomes ``gather(convert(view(a)))``, the view applied to each operand, when eve
 the op's shape and layout (no broadcast for the view to split), so the gather reaches the bf16 logits
 and the fp32 copy of them is never stored.
 
+Along the other dims an index may be shorter than the input (torch.gather's contract: never longer): the
+gather reads the input's first rows only, and so, sliced to them, do the gathered operands.  Under
+``dynamic=True`` that is the common case: HuggingFace's loss takes the labels as an input of their own, whose
+sizes are symbols other than the logits' although they are equal at run time.
+
 Declined, with a ``gather-kept`` remark saying why: an operand that broadcasts along
-another dim (a gather of it would need its expansion first), an index that is not
+another dim (a gather of it would need its expansion first), or an index that is not
 provably shorter than the input along ``d`` (then the gather would recompute the op more
-often than the op runs) or an index whose other dims are not provably the input's.
+often than the op runs).
 ``iota`` (a value that is its own position) never moves through a gather; nothing is
 said about gathers of other ops.
 """
@@ -112,6 +117,9 @@ class SinkGather(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: F.GatherOp, rewriter: PatternRewriter, /) -> None:
         producer = op.input.owner
+        rows = None  # a slice of the producer's first rows, which an earlier step made for a shorter index
+        if isinstance(producer, F.SliceOp) and _first_rows(producer, op.dim.data):
+            rows, producer = producer, producer.input.owner
         if not isinstance(producer, F.PointwiseOp) or producer.fn.data in POSITIONAL:
             return
         why = self.obstacle(op, producer)
@@ -128,6 +136,11 @@ class SinkGather(RewritePattern):
             if not isinstance(t, F.TensorType) or t.rank == 0:
                 operands.append(x)
                 continue
+            for d, (want, have) in enumerate(zip(dims, t.dims, strict=True)):
+                if d != dim and have != 1 and not provably_equal(want, have):  # the index's first rows only
+                    new_ops.append(F.SliceOp(x, d, 0, 1, F.TensorType([want if e == d else h for e, h in enumerate(t.dims)],
+                                                                     t.element_type, t.layout)))
+                    x, t = new_ops[-1].results[0], new_ops[-1].results[0].type
             gathered = F.TensorType(dims, t.element_type)
             if t.dims[dim] != 1 or full_dims[dim] == 1:
                 new: Operation = F.GatherOp(x, index, dim, gathered)
@@ -142,6 +155,8 @@ class SinkGather(RewritePattern):
         remarks.emit(PASS, "sunk-gather", f"{producer.fn.data} computed for the {print_expr(sympy.prod(dims))} "
                      f"gathered elements, not for all {print_expr(sympy.prod(full_dims))}", producer, op)
         rewriter.replace(op, new_ops)
+        if rows is not None and not rows.result.uses:
+            rewriter.erase(rows)
         if not producer.result.uses:
             rewriter.erase(producer)
 
@@ -153,9 +168,6 @@ class SinkGather(RewritePattern):
         if not _provably_shorter(index_dims[dim], full.dims[dim], op):
             return (f"the index's {print_expr(index_dims[dim])} along dim {dim} is not provably fewer than the "
                     f"{print_expr(full.dims[dim])} elements it gathers from")
-        for d, (i, f) in enumerate(zip(index_dims, full.dims, strict=True)):
-            if d != dim and not provably_equal(i, f):
-                return f"the index's dim {d} ({print_expr(i)}) is not provably the input's ({print_expr(f)})"
         for x in producer.inputs:
             t = x.type
             if not isinstance(t, F.TensorType) or t.rank == 0:
@@ -164,6 +176,11 @@ class SinkGather(RewritePattern):
                                           for d, (a, b) in enumerate(zip(t.dims, full.dims, strict=True))):
                 return f"an operand of shape [{', '.join(print_expr(e) for e in t.dims)}] broadcasts along another dim"
         return None
+
+
+def _first_rows(op: F.SliceOp, gather_dim: int) -> bool:
+    """``op`` keeps the first elements of a dim other than the gather's (start 0, step 1)."""
+    return op.dim.data != gather_dim and op.step.data == 1 and op.start.data == 0
 
 
 @dataclass(frozen=True)

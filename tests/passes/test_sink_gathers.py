@@ -63,6 +63,24 @@ def test_gather_along_dim_0_of_a_three_dim_chain():
     assert len(ops(module, F.GatherOp)) == 2 and len(notes) == 2
 
 
+def test_an_index_with_fewer_rows_than_the_input_reads_its_first_rows():
+    """Labels whose row count is another symbol than the logits' (dynamic=True gives a separate input its own
+    symbols): torch.gather reads the input's first rows, and so do the sunk gathers, on sliced operands."""
+    t, k, idx, out = tensor_type("s0, 33"), tensor_type("s0, 1"), tensor_type("s1, 1", "i64"), tensor_type("s1, 1")
+    text = graph_text(f"%x : {t}, %idx : {idx}", out, f"""
+    %m = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
+    %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
+    %g = fusec.gather %d[%idx] dim 1 : {t}, {idx} -> {out}
+    fusec.output %g : {out}""").replace("symbols(s0 in [1, inf])", "symbols(s0 in [1, inf], s1 in [1, inf])")
+    module, notes = sunk(text, [{"s0": 5, "s1": 5}, {"s0": 6, "s1": 4}, {"s0": 3, "s1": 1}])
+    assert [n.code for n in notes] == ["sunk-gather"]
+    assert ops(module, F.GatherOp)[0].input.owner.name == "fusec.slice"
+    apply_passes(module, FormKernels())
+    x, index = random_inputs(module, {"s0": 6, "s1": 4}, seed=5)
+    (got,) = compile_module(module, {"s0": 6, "s1": 4})([x, index])
+    torch.testing.assert_close(got, (x - x.amax(1, keepdim=True)).gather(1, index))
+
+
 def test_iota_and_broadcasts_stay():
     t, b, k, i = tensor_type("4, 8"), tensor_type("1, 8"), tensor_type("4, 1"), tensor_type("4, 1", "i64")
     text = graph_text(f"%a : {t}, %b : {b}, %i : {i}", k, f"""

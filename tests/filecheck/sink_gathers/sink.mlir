@@ -76,4 +76,23 @@ builtin.module {
 // CHECK-NEXT:    %h = fusec.gather %q[%j]
 // REMARK: remark: sink-gathers: gather-kept: mul stays whole for fusec.gather: an operand of shape [1, 8] broadcasts along another dim
 // REMARK: remark: sink-gathers: gather-kept: exp stays whole for fusec.gather: the index's 8 along dim 1 is not provably fewer than the 8 elements it gathers from
+
+// Labels with their own row symbol (dynamic=True gives a separate input its own symbols): the gather reads the
+// logits' first s1 rows, and so do the sunk gather and the per-row maximum, through slices.
+  fusec.graph @other_rows(%logits : !fusec.tensor<[s0, 1000], bf16>, %target : !fusec.tensor<[s1, 1], i64>) -> (!fusec.tensor<[s1, 1], f32>) symbols(s0 in [1, inf], s1 in [1, inf]) {
+    %x = fusec.pointwise "convert" %logits : (!fusec.tensor<[s0, 1000], bf16>) -> !fusec.tensor<[s0, 1000], f32>
+    %m = fusec.reduce "max" %x dims [1] keepdim : !fusec.tensor<[s0, 1000], f32> -> !fusec.tensor<[s0, 1], f32>
+    %d = fusec.pointwise "sub" %x, %m : (!fusec.tensor<[s0, 1000], f32>, !fusec.tensor<[s0, 1], f32>) -> !fusec.tensor<[s0, 1000], f32>
+    %g = fusec.gather %d[%target] dim 1 : !fusec.tensor<[s0, 1000], f32>, !fusec.tensor<[s1, 1], i64> -> !fusec.tensor<[s1, 1], f32>
+    fusec.output %g : !fusec.tensor<[s1, 1], f32>
+  }
+// CHECK-LABEL: fusec.graph @other_rows
+// CHECK:         %[[ROWS:.*]] = fusec.slice %logits dim 0 start 0 step 1 : !fusec.tensor<[s0, 1000], bf16> -> !fusec.tensor<[s1, 1000], bf16>
+// CHECK-NEXT:    %[[LOGIT:.*]] = fusec.gather %[[ROWS]][%target] dim 1
+// CHECK:         %[[MAX:.*]] = fusec.slice %m dim 0 start 0 step 1 : !fusec.tensor<[s0, 1], f32> -> !fusec.tensor<[s1, 1], f32>
+// CHECK-NEXT:    fusec.pointwise "sub" %{{.*}}, %[[MAX]] : (!fusec.tensor<[s1, 1], f32>, !fusec.tensor<[s1, 1], f32>) -> !fusec.tensor<[s1, 1], f32>
+// KERNELS-LABEL: fusec.graph @other_rows
+// KERNELS:         fusec.kernel @fusec_red_convert_max_{{[0-9]+}} [s0, 1000]
+// KERNELS:         fusec.kernel @fusec_poi_gather_convert_sub_{{[0-9]+}} [s1] (%target, %logits, %m)
+// REMARK: remark: sink-gathers: sunk-gather: sub computed for the s1 gathered elements, not for all 1000*s0
 }
