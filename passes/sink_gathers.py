@@ -138,9 +138,9 @@ class SinkGather(RewritePattern):
                 continue
             for d, (want, have) in enumerate(zip(dims, t.dims, strict=True)):
                 if d != dim and have != 1 and not provably_equal(want, have):  # the index's first rows only
-                    new_ops.append(F.SliceOp(x, d, 0, 1, F.TensorType([want if e == d else h for e, h in enumerate(t.dims)],
-                                                                     t.element_type, t.layout)))
-                    x, t = new_ops[-1].results[0], new_ops[-1].results[0].type
+                    t = F.TensorType([want if e == d else h for e, h in enumerate(t.dims)], t.element_type, t.layout)
+                    new_ops.append(F.SliceOp(x, d, 0, 1, t))
+                    x = new_ops[-1].results[0]
             gathered = F.TensorType(dims, t.element_type)
             if t.dims[dim] != 1 or full_dims[dim] == 1:
                 new: Operation = F.GatherOp(x, index, dim, gathered)

@@ -343,7 +343,8 @@ def _attach_files(report: GraphReport, profile: Profile) -> None:
         box.launch = launches.get(key)
         box.remarks = [r for r in report.remarks if kernel_id(box.name) in {kernel_id(s) for s in r.get("subjects", ())}]
         own = f"{report.name}/{path.stem}" if path is not None else None
-        box.device_time_us = next((profile[k] for k in (f"{report.name}/{box.name}", own, box.name, key) if k in profile), None)
+        box.device_time_us = next((profile[k] for k in (f"{report.name}/{box.name}", own, box.name, key)
+                                   if k is not None and k in profile), None)
         if own is not None and own in profile.shared:
             box.schedule["compiled kernel"] = (f"one body with {profile.shared[own] - 1} other launch site(s) of this graph: "
                                                "the profile's time for it is split evenly among them")
