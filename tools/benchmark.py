@@ -135,7 +135,7 @@ def kernel_profile(events, program: str = "") -> list[dict]:
 
 def _launches_under(event) -> list[int]:
     """Correlation ids of the CUDA runtime and driver calls (``cuLaunchKernelEx``, ``cudaLaunchKernel``: a kernel
-    has its launch's id) nested in the CPU ``event``; ops' ids (``aten::mm``) are numbered apart and left out."""
+    has its launch's id) nested in the CPU ``event``; ops' ids (``aten::mm``) are another numbering, left out."""
     found, stack = [], list(event.cpu_children)
     while stack:
         e = stack.pop()

@@ -69,7 +69,7 @@ def _torch_dtype(t) -> torch.dtype | None:
 # A profiler range around each graph's call, named ``fusec:<graph name>``: a profile's kernels launched inside it
 # are that graph's (``fusec.tools.benchmark --profile``), whichever thread (autograd's, for a backward) runs it.
 PROFILE_RANGE = "fusec:"
-_profiling = torch._C._autograd._profiler_enabled  # torch's own flag (the Python-side one is not set by every profiler)
+_profiling = torch._C._autograd._profiler_enabled  # on under any torch profiler (torch.profiler, autograd's)
 
 
 class CompiledGraph:
