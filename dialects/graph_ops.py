@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 
 import sympy
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, IntAttr, StringAttr, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, IntAttr, IntegerAttr, StringAttr, UnitAttr, i1
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -58,6 +58,14 @@ __all__ = [
 ]
 
 
+# Marks the importer leaves on a graph for passes that decide by torch's settings (they print with the graph, so a
+# dump replays as it compiled): the device type ("cuda", "cpu", ...), and on accelerators whether fp32 matmuls and
+# convolutions may use TF32 (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32).
+DEVICE_MARK = "fusec.device"
+FLOAT32_MATMUL_PRECISION_MARK = "fusec.float32_matmul_precision"
+CUDNN_ALLOW_TF32_MARK = "fusec.cudnn_allow_tf32"
+
+
 @irdl_op_definition
 class GraphOp(IRDLOperation):
     """A compiled program: tensor inputs, size symbols with bounds, tensor outputs."""
@@ -93,6 +101,15 @@ class GraphOp(IRDLOperation):
         last = self.block.last_op
         assert isinstance(last, OutputOp), "fusec.graph ends with fusec.output"
         return last
+
+    def mark(self, name: str) -> str | int | bool | None:
+        """The mark ``name`` (``DEVICE_MARK``, ...): a string, a flag, an integer, or None where unset."""
+        attr = self.attributes.get(name)
+        if isinstance(attr, StringAttr):
+            return attr.data
+        if not isinstance(attr, IntegerAttr):
+            return None
+        return bool(attr.value.data) if attr.type == i1 else attr.value.data  # i1's true is -1 as a signed value
 
     @property
     def declared_symbols(self) -> dict[str, SymbolAttr]:

@@ -53,7 +53,6 @@ CONVOLUTION_BACKWARD = "aten.convolution_backward.default"
 FOLLOWERS = frozenset({"aten.max_pool2d_with_indices.default", "aten.max_pool2d_with_indices_backward.default",
                        "aten.avg_pool2d.default", "aten.avg_pool2d_backward.default"})
 SAVED_OUTPUTS = "fusec.saved_outputs"  # on a graph: outputs from this index on are saved for the backward
-CUDNN_TF32 = "fusec.cudnn_allow_tf32"  # on an accelerator graph: torch.backends.cudnn.allow_tf32 when it compiled
 WHEN = ("auto", "always", "never")
 
 
@@ -105,7 +104,7 @@ def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
     if graph_device(graph) in (None, "cpu") or not isinstance(t, TensorType):
         return False
     dtype = dtypes.of_ir(t.element_type)
-    tf32 = t.element_type == F.F32 and _flag(graph, CUDNN_TF32)
+    tf32 = t.element_type == F.F32 and graph.mark(F.CUDNN_ALLOW_TF32_MARK) is True
     if not dtype.is_float or (dtype.bytes != 2 and not tf32):
         return False
     training = saved_outputs_from(graph) is not None or any(c.target.data == CONVOLUTION_BACKWARD for c in convs)
@@ -114,11 +113,6 @@ def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
                      "(when=always relayouts it): its forward cannot hand its saved tensors on channels-last", graph)
         return False
     return True
-
-
-def _flag(graph: F.GraphOp, name: str) -> bool:
-    attr = graph.attributes.get(name)
-    return isinstance(attr, IntegerAttr) and bool(attr.value.data)
 
 
 def _is_4d(v: SSAValue) -> bool:

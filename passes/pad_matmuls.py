@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import sympy
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -50,20 +50,14 @@ from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
 
 MATMULS = frozenset({"aten.mm.default", "aten.bmm.default"})  # addmm/baddbmm reach the IR as mm/bmm + epilogue
-DEVICE_ATTR = "fusec.device"  # set by the importer: the device type the graph computes on ("cuda", "cpu", ...)
-# set by the importer on accelerator graphs: torch.get_float32_matmul_precision() when it compiled
-FLOAT32_PRECISION_ATTR = "fusec.float32_matmul_precision"
+DEVICE_ATTR = F.DEVICE_MARK  # set by the importer: the device type the graph computes on ("cuda", "cpu", ...)
 WHEN = ("accelerator", "always", "never")
 _GPU = GPU()  # the machine the cost rule's rates are for
 
 
 def graph_device(graph: F.GraphOp) -> str | None:
-    return _attr_text(graph, DEVICE_ATTR)
-
-
-def _attr_text(graph: F.GraphOp, name: str) -> str | None:
-    attr = graph.attributes.get(name)
-    return attr.data if isinstance(attr, StringAttr) else None
+    device = graph.mark(F.DEVICE_MARK)
+    return device if isinstance(device, str) else None
 
 
 def _element_type(extern: F.ExternOp):
@@ -116,7 +110,7 @@ class PadMatmuls(ModulePass):
                 continue
             hints = resolve_size_hints(graph, parse_size_hints(self.size_hints))
             padded: dict = {}  # (value, sizes) -> its padded copy: a gradient read by two matmuls is padded once
-            ieee = _attr_text(graph, FLOAT32_PRECISION_ATTR) == "highest"
+            ieee = graph.mark(F.FLOAT32_MATMUL_PRECISION_MARK) == "highest"
             for extern in matmuls:
                 if ieee and self.cost_rule and _element_type(extern) == F.F32:
                     remarks.emit(self.name, "padding-unprofitable", f"{extern.target.data}: an fp32 matmul at "

@@ -269,10 +269,10 @@ class GraphImporter(GraphBuilder):
                           [F.SymbolAttr(s, *bounds, definitions.get(s), hints.get(s)) for s, bounds in symbols.items()],
                           Region(self.block))
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
-        graph.attributes["fusec.device"] = StringAttr(self.device.type)
+        graph.attributes[F.DEVICE_MARK] = StringAttr(self.device.type)
         if self.device.type != "cpu":  # whether fp32 matmuls and convolutions may use TF32 tensor cores
-            graph.attributes["fusec.float32_matmul_precision"] = StringAttr(torch.get_float32_matmul_precision())
-            graph.attributes["fusec.cudnn_allow_tf32"] = IntegerAttr.from_bool(torch.backends.cudnn.allow_tf32)
+            graph.attributes[F.FLOAT32_MATMUL_PRECISION_MARK] = StringAttr(torch.get_float32_matmul_precision())
+            graph.attributes[F.CUDNN_ALLOW_TF32_MARK] = IntegerAttr.from_bool(torch.backends.cudnn.allow_tf32)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay), definitions)

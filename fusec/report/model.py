@@ -402,7 +402,7 @@ def share_out(profile: Profile, folders: list[Path]) -> Profile:
     from fusec.runtime.kernel_cache import body_hash
 
     bodies = {f.name: {p.stem: body_hash(p.read_text(), p.stem) for p in f.glob("fusec_*.py")} for f in folders}
-    out = Profile({k: v for k, v in profile.items()})
+    out = Profile(profile)
     for key, us in profile.items():
         graph, _, name = key.rpartition("/")
         sites = bodies.get(graph)

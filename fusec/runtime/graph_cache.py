@@ -66,16 +66,13 @@ def module_key(module, spec: str, size_hints: Mapping[str, int], input_checks: s
     from xdsl.printer import Printer
 
     from fusec.dialects import fusec as F
-    from fusec.passes.pad_matmuls import DEVICE_ATTR
 
     out = StringIO()
-    Printer(stream=out).print_op(module)
+    Printer(stream=out).print_op(module)  # with the graph's marks, which passes decide by (fusec.device, ...)
     text = out.getvalue()
     for op in module.ops:
         if isinstance(op, F.GraphOp):
             text = re.sub(rf"@{re.escape(op.sym_name.data)}\b", "@__graph__", text)
-            # The device mark is not printed, yet passes decide by it (pad-matmuls pads on accelerators only).
-            text += f"\n// {DEVICE_ATTR} = {op.attributes.get(DEVICE_ATTR)}"
     return graph_key(text, spec, size_hints, input_checks)
 
 
