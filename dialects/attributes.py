@@ -11,7 +11,9 @@ write the same values inline through the custom directives of
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import sympy
 from xdsl.dialects.builtin import AnyFloat, ArrayAttr, IntAttr, NoneAttr, StringAttr
@@ -26,7 +28,7 @@ from fusec.base.shapes import ExprReader, print_expr
 
 __all__ = [
     "BF16", "BOOL", "ELEMENT_TYPES", "ELEMENT_TYPE_NAMES", "F16", "F32", "F64", "GRAPH_DEVICE", "I8", "I16", "I32", "I64",
-    "TORCH_ENUMS", "U8", "ExprAttr", "NumberAttr", "OperandSlotAttr", "SymbolAttr", "TensorType", "TorchConstAttr",
+    "TORCH_ENUMS", "U8", "ExprAttr", "NumberAttr", "OperandSlotAttr", "SizeFactAttr", "SymbolAttr", "TensorType", "TorchConstAttr",
     "dtype_name", "element_of", "extern_arg_operand_count", "is_element_type", "is_extern_arg", "is_float", "torch_dtype",
 ]
 
@@ -196,23 +198,55 @@ def tensor_type_of(value: SSAValue) -> TensorType:
 
 def check_same_dims(op: Operation, got: Sequence[sympy.Expr], want: Sequence[sympy.Expr], what: str) -> None:
     """A verifier's check that a shape is provably the one the op computes (where the graph names compound
-    sizes, ``d0 = floordiv(s0 - 1, 2) + 1``, also with each name replaced by what it stands for)."""
+    sizes, ``d0 = floordiv(s0 - 1, 2) + 1``, also with each name replaced by what it stands for; where it states
+    size facts, also once they are applied)."""
     if len(got) != len(want):
         raise VerifyException(f"{op.name}: {what}: expected {len(want)} dims, got {len(got)}")
-    unproved = [(a, b) for a, b in zip(got, want, strict=True) if not shapes.provably_equal(a, b)]
-    definitions = _size_definitions(op) if unproved else {}
-    if any(not shapes.provably_equal(shapes.expand_definitions(a, definitions), shapes.expand_definitions(b, definitions))
-           for a, b in unproved):
+    if not all(sizes_equal(op, a, b) for a, b in zip(got, want, strict=True)):
         raise VerifyException(f"{op.name}: {what}: expected shape [{', '.join(map(print_expr, want))}], "
                               f"got [{', '.join(map(print_expr, got))}]")
 
 
-def _size_definitions(op: Operation) -> dict[str, sympy.Expr]:
-    """The derived size symbols of the graph around ``op`` (none where it is in no graph)."""
+def sizes_equal(op: Operation, a: sympy.Expr, b: sympy.Expr) -> bool:
+    """A verifier's test that two sizes are equal on every call of the graph around ``op``: provably so, or
+    once its derived symbols are replaced by their definitions and its size facts are applied."""
+    if shapes.provably_equal(a, b):
+        return True
+    graph = _enclosing_graph(op)
+    if graph is None:
+        facts = _facts_being_stated.get()
+        return bool(facts) and shapes.provably_equal(*(shapes.apply_facts(e, facts) for e in (a, b)))
+    symbols = graph.properties["symbols"]
+    definitions = symbol_definitions(symbols.data) if isinstance(symbols, ArrayAttr) else {}
+    a, b = (shapes.expand_definitions(e, definitions) for e in (a, b))
+    stated = graph.properties.get("facts")
+    if isinstance(stated, ArrayAttr):
+        rules = [tuple(shapes.expand_definitions(e, definitions) for e in f.rule) for f in stated.data if isinstance(f, SizeFactAttr)]
+        a, b = (shapes.apply_facts(e, rules) for e in (a, b))
+    return shapes.provably_equal(a, b)
+
+
+# The size facts of a graph being built (the importer's block is in no graph yet): what sizes_equal applies to an
+# op in no graph.
+_facts_being_stated: ContextVar[tuple[tuple[sympy.Expr, sympy.Expr], ...]] = ContextVar("fusec_size_facts", default=())
+
+
+@contextmanager
+def stating_size_facts(facts: Sequence[tuple[sympy.Expr, sympy.Expr]]) -> Iterator[None]:
+    """Within: ops in no graph are verified under ``facts`` (the importer's, for the graph it is building)."""
+    token = _facts_being_stated.set(tuple(facts))
+    try:
+        yield
+    finally:
+        _facts_being_stated.reset(token)
+
+
+def _enclosing_graph(op: Operation) -> Operation | None:
+    """The graph around ``op`` (the op that declares size symbols), or None where it is in none."""
     parent = op.parent_op()
-    while parent is not None and not isinstance(symbols := parent.properties.get("symbols"), ArrayAttr):
+    while parent is not None and not isinstance(parent.properties.get("symbols"), ArrayAttr):
         parent = parent.parent_op()
-    return symbol_definitions(symbols.data) if parent is not None and isinstance(symbols, ArrayAttr) else {}
+    return parent
 
 
 def symbol_definitions(symbols: Sequence[Attribute]) -> dict[str, sympy.Expr]:
@@ -282,6 +316,47 @@ def parse_symbol_decl(parser: AttrParser) -> tuple[str, int, int, sympy.Expr | N
     parser.parse_punctuation("]")
     hint = parser.parse_integer(allow_negative=False) if parser.parse_optional_keyword("hint") else None
     return name, lower, upper, definition, hint
+
+
+@irdl_attr_definition
+class SizeFactAttr(ParametrizedAttribute):
+    """An equality of sizes that holds on every call of a graph, ``s38*s97 = s3*s88``, written as the rewrite the
+    graph's types went through: they use only the right side's form.  The importer takes them from Dynamo's
+    guards (a graph break gives a loss's labels and its logits separate symbols, related only by a guard);
+    executors check them on the inputs."""
+
+    name = "fusec.size_fact"
+
+    lhs: ExprAttr
+    rhs: ExprAttr
+
+    def __init__(self, lhs: sympy.Expr, rhs: sympy.Expr):
+        super().__init__(ExprAttr(lhs), ExprAttr(rhs))
+
+    @property
+    def rule(self) -> tuple[sympy.Expr, sympy.Expr]:
+        return self.lhs.data, self.rhs.data
+
+    @property
+    def text(self) -> str:
+        return f"{print_expr(self.lhs.data)} = {print_expr(self.rhs.data)}"
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            lhs, rhs = parse_size_fact(parser)
+        return ExprAttr(lhs), ExprAttr(rhs)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(self.text)
+
+
+def parse_size_fact(parser: AttrParser) -> tuple[sympy.Expr, sympy.Expr]:
+    """``s38*s97 = s3*s88`` -> (left, right)."""
+    lhs = parse_expr(parser)
+    parser.parse_punctuation("=")
+    return lhs, parse_expr(parser)
 
 
 @irdl_attr_definition

@@ -37,6 +37,7 @@ from fusec.dialects.attributes import (
     ExprAttr,
     NumberAttr,
     OperandSlotAttr,
+    SizeFactAttr,
     SymbolAttr,
     TensorType,
     check_same_dims,
@@ -46,6 +47,7 @@ from fusec.dialects.attributes import (
     is_element_type,
     is_extern_arg,
     is_float,
+    parse_size_fact,
     parse_symbol_decl,
     symbol_definitions,
 )
@@ -68,28 +70,29 @@ CUDNN_ALLOW_TF32_MARK = "fusec.cudnn_allow_tf32"
 
 @irdl_op_definition
 class GraphOp(IRDLOperation):
-    """A compiled program: tensor inputs, size symbols with bounds, tensor outputs."""
+    """A compiled program: tensor inputs, size symbols with bounds (and facts relating them), tensor outputs."""
 
     name = "fusec.graph"
 
     sym_name = prop_def(StringAttr)
     function_type = prop_def(FunctionType)
     symbols = prop_def(ArrayAttr[SymbolAttr])
+    facts = opt_prop_def(ArrayAttr[SizeFactAttr])  # equalities of sizes every call satisfies (SizeFactAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), SymbolOpInterface())
 
     def __init__(self, name: str, input_types: Sequence[Attribute], output_types: Sequence[Attribute],
-                 symbols: Sequence[SymbolAttr], body: Region | None = None):
+                 symbols: Sequence[SymbolAttr], body: Region | None = None, facts: Sequence[SizeFactAttr] = ()):
         if body is None:
             body = Region(Block(arg_types=input_types))
-        super().__init__(
-            properties={
-                "sym_name": StringAttr(name),
-                "function_type": FunctionType.from_lists(input_types, output_types),
-                "symbols": ArrayAttr(symbols),
-            },
-            regions=[body],
-        )
+        properties: dict[str, Attribute] = {
+            "sym_name": StringAttr(name),
+            "function_type": FunctionType.from_lists(input_types, output_types),
+            "symbols": ArrayAttr(symbols),
+        }
+        if facts:
+            properties["facts"] = ArrayAttr(facts)
+        super().__init__(properties=properties, regions=[body])
 
     @property
     def block(self) -> Block:
@@ -121,6 +124,11 @@ class GraphOp(IRDLOperation):
         return symbol_definitions(self.symbols.data)
 
     @property
+    def size_facts(self) -> list[tuple[sympy.Expr, sympy.Expr]]:
+        """The graph's size facts as rewrites (left side -> right side, which the types use)."""
+        return [f.rule for f in self.facts.data] if self.facts is not None else []
+
+    @property
     def symbol_bounds(self) -> dict[str, tuple[float, float]]:
         """Each size symbol's declared [lower, upper] (upper may be inf)."""
         return {name: (s.lower.data, math.inf if s.upper.data < 0 else s.upper.data) for name, s in self.declared_symbols.items()}
@@ -142,6 +150,8 @@ class GraphOp(IRDLOperation):
         printer.print_string(")")
         if self.symbols.data:
             printer.print_string(" symbols(" + ", ".join(s.text for s in self.symbols.data) + ")")
+        if self.facts is not None and self.facts.data:
+            printer.print_string(" facts(" + ", ".join(f.text for f in self.facts.data) + ")")
         # Marks the importer leaves for passes (``fusec.device``) print, so a dump replays as it compiled.
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
@@ -157,9 +167,12 @@ class GraphOp(IRDLOperation):
         if parser.parse_optional_keyword("symbols"):
             decls = parser.parse_comma_separated_list(parser.Delimiter.PAREN, lambda: parse_symbol_decl(parser))
             symbols = [SymbolAttr(n, lo, None if hi < 0 else hi, d, h) for n, lo, hi, d, h in decls]
+        facts: list[SizeFactAttr] = []
+        if parser.parse_optional_keyword("facts"):
+            facts = [SizeFactAttr(*f) for f in parser.parse_comma_separated_list(parser.Delimiter.PAREN, lambda: parse_size_fact(parser))]
         attributes = parser.parse_optional_attr_dict_with_keyword()
         region = parser.parse_region(args)
-        graph = GraphOp(name, [a.type for a in args], outputs, symbols, region)
+        graph = GraphOp(name, [a.type for a in args], outputs, symbols, region, facts)
         if attributes is not None:
             graph.attributes.update(attributes.data)
         return graph
@@ -185,6 +198,14 @@ class GraphOp(IRDLOperation):
                 shapes.expand_definitions(definition, definitions)
         except ValueError as e:
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: {e}") from None
+        for lhs, rhs in self.size_facts:
+            undeclared = shapes.free_size_symbols([lhs, rhs]) - declared
+            if undeclared:
+                raise VerifyException(f"fusec.graph @{self.sym_name.data}: size fact {print_expr(lhs)} = {print_expr(rhs)} "
+                                      f"uses {', '.join(sorted(undeclared, key=shapes.natural_key))}, not declared")
+            if not shapes.free_size_symbols([lhs]):
+                raise VerifyException(f"fusec.graph @{self.sym_name.data}: size fact {print_expr(lhs)} = {print_expr(rhs)} "
+                                      "rewrites a constant")
         for op in self.walk():
             for name, value in op_symbol_uses(op):
                 if name not in declared:

@@ -18,7 +18,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from fusec.base import shapes
 from fusec.base.shapes import print_expr
-from fusec.dialects.attributes import ExprAttr, TensorType, check_same_dims, checked_tensor_type
+from fusec.dialects.attributes import ExprAttr, TensorType, check_same_dims, checked_tensor_type, sizes_equal
 from fusec.dialects.directives import Expr, Int, IntList
 
 __all__ = ["ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp"]
@@ -53,7 +53,7 @@ class ReshapeOp(_ViewOp):
         super().__init__(operands=[input], result_types=[result_type])
 
     def verify_view(self, t: TensorType, out: TensorType) -> None:
-        if not shapes.provably_equal(shapes.numel(t.dims), shapes.numel(out.dims)):
+        if not sizes_equal(self, shapes.numel(t.dims), shapes.numel(out.dims)):
             before, after = print_expr(shapes.numel(t.dims)), print_expr(shapes.numel(out.dims))
             raise VerifyException(f"fusec.reshape: element count {before} != {after}")
 
@@ -97,7 +97,7 @@ class ExpandOp(_ViewOp):
         if out.rank < t.rank:
             raise VerifyException("fusec.expand: result has fewer dims than input")
         for d_in, d_out in zip(t.dims, out.dims[out.rank - t.rank:], strict=True):
-            if d_in != 1 and not shapes.provably_equal(d_in, d_out):
+            if d_in != 1 and not sizes_equal(self, d_in, d_out):
                 raise VerifyException(f"fusec.expand: dim {print_expr(d_in)} cannot expand to {print_expr(d_out)}")
 
 

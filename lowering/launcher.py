@@ -82,6 +82,7 @@ def runtime_globals() -> dict[str, object]:
         "_pick_results": externs.pick_results,
         "_bad_input": bad_input,
         "_bad_input_count": bad_input_count,
+        "_broken_fact": broken_fact,
         **{f"_{name}": getattr(heuristics, name) for name in CONFIG_HELPERS},
     }
 
@@ -113,6 +114,10 @@ def as_layout(t, strides: tuple[int, ...]):
 def bad_input(graph: str, i: int, t, shape: tuple, dtype) -> None:
     raise InputMismatch(f"@{graph}: input {i} must be {dtype} of shape {list(shape)} (bound from the inputs' sizes), "
                         f"got {t.dtype} of shape {list(t.shape)}")
+
+
+def broken_fact(graph: str, fact: str, left: int, right: int) -> None:
+    raise InputMismatch(f"@{graph}: the inputs break the graph's size fact {fact}: {left} != {right}")
 
 
 def bad_input_count(graph: str, want: int, inputs) -> None:
@@ -406,12 +411,16 @@ class _LauncherWriter:
             lines.append("device = arg0.device")
         else:
             lines.append("device = _default_device")
-        # Checks use every symbol the input types mention, layouts those of the strides.
+        # Checks use every symbol the input types mention (and the size facts), layouts those of the strides.
+        facts = [(self.py(lhs), self.py(rhs), f"{shapes.print_expr(lhs)} = {shapes.print_expr(rhs)}")
+                 for lhs, rhs in self.graph.size_facts] if self.check_shapes else []
         for a in args:
             if self.check_shapes:
                 self.shape_tuple(tensor_type_of(a).dims)
             self.shape_tuple(tensor_type_of(a).layout)  # every mode copies a misaligned input into its layout
         lines += self.bind_symbols(args)
+        for left, right, text in facts:  # Dynamo guards them; a direct caller may not
+            lines += [f"if {left} != {right}:", f"    _broken_fact({self.gname!r}, {text!r}, {left}, {right})"]
         # The plan's remaining checks: each input's whole shape (a wrong dim, or one that no integer value of its
         # symbol gives, is a wrong input) and its strides (a different layout is copied into the declared one).
         for i, a in enumerate(args):

@@ -13,6 +13,7 @@ the backend's boxed calls, the SymInt arguments AOTAutograd passes beside them).
   exact).  A dim or a scalar that disagrees is a wrong input; a stride that
   disagrees is a layout: the launcher copies the input into the declared one,
   the interpreter computes on logical tensors and needs none.
+* each of the graph's size facts (``s38*s97 = s3*s88``) is a check too.
 
 Places are tried in a fixed order (each input's dims, then each input's strides,
 then the scalars; a place equal to the symbol before one that must be solved), so
@@ -107,6 +108,7 @@ class BindPlan:
     bindings: tuple[Binding, ...]  # in an order where each uses only symbols bound before it
     checks: tuple[Place, ...]  # every place but the direct bindings'
     missing: tuple[str, ...]  # declared symbols no place gives
+    facts: tuple[tuple[sympy.Expr, sympy.Expr], ...] = ()  # the graph's size facts: checked like the places
 
     def require(self, symbols: Iterable[str]) -> None:
         """The one error for a needed symbol with no place: raised here, whoever needs it."""
@@ -150,7 +152,17 @@ class BindPlan:
             for place in self.checks:
                 if place.kind != "stride":
                     self._check(place, place.read(tensors, scalars), env)
+            for lhs, rhs in self.facts:
+                self._check_fact(lhs, rhs, env)
         return env
+
+    def _check_fact(self, lhs: sympy.Expr, rhs: sympy.Expr, env: dict[str, int]) -> None:
+        self.require(shapes.free_size_symbols([lhs, rhs]))
+        left, right = shapes.evaluate(lhs, env), shapes.evaluate(rhs, env)
+        if left != right:
+            used = sorted(shapes.free_size_symbols([lhs, rhs]), key=shapes.natural_key)
+            raise InputMismatch(f"@{self.graph}: the inputs break the graph's size fact {shapes.print_expr(lhs)} = "
+                                f"{shapes.print_expr(rhs)}: {left} != {right} ({', '.join(f'{s} = {env[s]}' for s in used)})")
 
     def _check(self, place: Place, actual: int, env: dict[str, int]) -> None:
         self.require(shapes.free_size_symbols([place.expr]))
@@ -166,13 +178,15 @@ class BindPlan:
 def bind_plan(graph: F.GraphOp, scalars: Sequence[sympy.Expr] = ()) -> BindPlan:
     """The plan for a graph's block arguments (and ``scalars``: the expressions of extra SymInt arguments)."""
     return make_plan(graph.sym_name.data, [a.type for a in graph.block.args], graph.declared_symbols, scalars,
-                     graph.symbol_definitions)
+                     graph.symbol_definitions, graph.size_facts)
 
 
 def make_plan(name: str, input_types: Sequence[Attribute], symbols: Iterable[str],
-              scalars: Sequence[sympy.Expr] = (), definitions: Mapping[str, sympy.Expr] | None = None) -> BindPlan:
+              scalars: Sequence[sympy.Expr] = (), definitions: Mapping[str, sympy.Expr] | None = None,
+              facts: Sequence[tuple[sympy.Expr, sympy.Expr]] = ()) -> BindPlan:
     """The plan for inputs of ``input_types`` and scalar arguments holding ``scalars``, binding ``symbols``
-    (a derived symbol, one of ``definitions``, from a place where one gives it, else from its definition)."""
+    (a derived symbol, one of ``definitions``, from a place where one gives it, else from its definition) and
+    checking ``facts`` (equalities of sizes)."""
     definitions = definitions or {}
     tensor_types = [t for t in input_types if isinstance(t, F.TensorType)]
     if len(tensor_types) != len(input_types):
@@ -191,7 +205,8 @@ def make_plan(name: str, input_types: Sequence[Attribute], symbols: Iterable[str
         pending.remove(found.symbol)
     direct = {b.place for b in bindings if b.is_direct}
     checks = tuple(p for p in places if p not in direct)
-    return BindPlan(name, tuple(t.rank for t in tensor_types), len(scalars), tuple(bindings), checks, tuple(pending))
+    return BindPlan(name, tuple(t.rank for t in tensor_types), len(scalars), tuple(bindings), checks, tuple(pending),
+                    tuple(facts))
 
 
 def _derived(pending: list[str], bound: set[str], definitions: Mapping[str, sympy.Expr]) -> Binding | None:

@@ -521,3 +521,13 @@ def expand_definitions(e: sympy.Expr, definitions: Mapping[str, sympy.Expr]) -> 
             return e
         e = e.xreplace(used)
     raise ValueError("size symbol definitions refer to each other in a cycle")
+
+
+def apply_facts(e: sympy.Expr, facts: Sequence[tuple[sympy.Expr, sympy.Expr]]) -> sympy.Expr:
+    """``e`` with each fact's left side rewritten into its right side, in order (``s38*s97 -> s3*s88`` also
+    turns ``2*s1*s38*s97`` into ``2*s1*s3*s88``: sympy's substitution of a product matches its factors)."""
+    e = sympy.sympify(e)
+    for old, new in facts:
+        if old.free_symbols <= e.free_symbols:
+            e = e.subs(old, new)
+    return e

@@ -296,7 +296,7 @@ def _fma(imp: GraphBuilder, c: Call) -> SSAValue:
     return pointwise_call(imp, "add", [product, c["c"]], out)
 
 
-@lowers("div")
+@lowers("div", "true_divide")
 def _div(imp: GraphBuilder, c: Call) -> SSAValue:
     mode = c.args.get("rounding_mode")
     a, b = c["self"], c["other"]
@@ -349,7 +349,7 @@ def _to_copy(imp: GraphBuilder, c: Call) -> SSAValue:
     if c.args.get("layout") not in (None, torch.strided) or (src is not None and src.device != imp.meta.device):
         raise Decline("it changes the device or the layout")
     out = imp.result_type().contiguous()
-    x = c["self"]
+    x = c.get("self", c.get("a"))  # aten's schema names it self, prims' a
     if not isinstance(x, SSAValue):
         raise Decline("a non-tensor operand")
     return imp.pointwise("convert" if x.type.element_type != out.element_type else "identity", [x], out)

@@ -151,6 +151,29 @@ def _scatter_one_per_line(self, dim, index, value):
     return torch.where(positions == index, value, self)
 
 
+def _constant_pad_nd(x, pad, value=0):
+    """constant_pad_nd -> slices (negative pads) and a cat with constant blocks (positive ones), which fuse with
+    what reads the result (a causal LM's loss pads its labels by one before shifting them).  Only static pads;
+    not where the result would take the input's channels-last layout (a cat's may differ)."""
+    if not all(isinstance(p, int) for p in pad) or len(pad) % 2 or len(pad) // 2 > x.dim():
+        return NotImplemented
+    if x.dim() >= 4 and torch._prims_common.suggest_memory_format(x) != torch.contiguous_format:
+        return NotImplemented
+    out = x
+    for i in range(len(pad) // 2):
+        dim, before, after = x.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
+        if before < 0:
+            out = out.narrow(dim, -before, out.shape[dim] + before)
+        if after < 0:
+            out = out.narrow(dim, 0, out.shape[dim] + after)
+        if before > 0 or after > 0:
+            def block(size, like=out, dim=dim):
+                shape = [size if d == dim else n for d, n in enumerate(like.shape)]
+                return [torch.full(shape, value, dtype=x.dtype, device=x.device)] if size > 0 else []
+            out = torch.cat([*block(before), out, *block(after)], dim)
+    return out.clone() if out is x else out.contiguous()
+
+
 def _pow_scalar(x, exponent):
     """x ** c by multiplication for the exponents torch itself multiplies out (``fusec.base.powers``):
     the same bits, no libdevice pow per element (RMSNorm's ``x.pow(2)``, GELU's ``x ** 3``)."""
@@ -236,6 +259,7 @@ POOLING: dict[str, Callable] = {
 
 FUSEC_OWN: dict[str, Callable] = {"addmm.default": _addmm, "baddbmm.default": _baddbmm, "pow.Tensor_Scalar": _pow_scalar,
                                    "scatter.value": _scatter_one_per_line, "scatter.src": _scatter_one_per_line,
+                                   "constant_pad_nd.default": _constant_pad_nd,
                                    **_variance_overloads()}
 
 

@@ -15,7 +15,7 @@ whose dim it is (a backward graph's saved activations).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import sympy
 
@@ -32,8 +32,9 @@ def is_compound(e: sympy.Expr) -> bool:
 class DerivedSizes:
     """Names compound sizes as the importer meets them, and rewrites later sizes in those names."""
 
-    def __init__(self, taken: Iterable[str] = ()):
+    def __init__(self, taken: Iterable[str] = (), facts: Sequence[tuple[sympy.Expr, sympy.Expr]] = ()):
         self.taken = set(taken)
+        self.facts = list(facts)  # equalities every size is first written through (fusec.frontend.size_facts)
         self.definitions: dict[str, sympy.Expr] = {}  # derived symbol -> its definition over the traced symbols
         self._rules: list[tuple[sympy.Expr, sympy.Expr]] = []  # applied in order: each in the terms of those before
         self._seen: dict[sympy.Expr, tuple[int, sympy.Expr]] = {}  # size -> (rules then, its form then)
@@ -43,7 +44,7 @@ class DerivedSizes:
         rules, known = self._seen.get(e, (-1, e))
         if rules == len(self._rules):  # no name made since: the same answer
             return known
-        out = e
+        out = shapes.apply_facts(e, self.facts) if self.facts else e
         for old, new in self._rules:
             if out.has(old):  # expanded: an expanded stride (64*q**2 + 128*q + 64) must become 64*d0**2 too
                 out = sympy.expand(out.xreplace({old: new}))

@@ -34,12 +34,13 @@ from xdsl.ir import Region, SSAValue
 from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import tensor_type_of
+from fusec.dialects.attributes import stating_size_facts, tensor_type_of
 from fusec.frontend.aten_ops import lower_call
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.derived_sizes import DerivedSizes
 from fusec.frontend.derived_sizes import bounds as derived_bounds
 from fusec.frontend.exprs import symbol_bounds
+from fusec.frontend.size_facts import equality_facts
 
 __all__ = ["ImportInfo", "InputSlot", "OutputSlot", "SymFloat", "UnsupportedGraph", "element_type", "import_graph",
            "node_location"]
@@ -241,23 +242,25 @@ class GraphImporter(GraphBuilder):
         _ensure_meta(self.gm, self.example_inputs)
         self.device = _graph_device(self.gm)
         self.shape_env = _find_shape_env(self.gm, self.example_inputs)
-        self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values())
         placeholders = self._placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        facts = equality_facts(self.shape_env, _input_symbols(placeholders, self.example_inputs))
+        self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values(), facts=facts)
         for i, node in enumerate(placeholders):
             self.at(node)
             self._placeholder(node, self.example_inputs[i] if i < len(self.example_inputs) else None)
         output_slots: list[OutputSlot] = []
         outputs: list[SSAValue] = []
-        for node in self.gm.graph.nodes:
-            self.at(node)
-            if node.op == "get_attr":
-                self._get_attr(node)
-            elif node.op == "call_function":
-                self._call(node)
-            elif node.op == "output":
-                output_slots = self._output(node, outputs)
-            elif node.op != "placeholder":
-                raise UnsupportedGraph(f"FX node {node.name}: '{node.op}' nodes are not aten graphs (run AOTAutograd first)")
+        with stating_size_facts(facts):  # each op's verifier sees them before the graph that states them exists
+            for node in self.gm.graph.nodes:
+                self.at(node)
+                if node.op == "get_attr":
+                    self._get_attr(node)
+                elif node.op == "call_function":
+                    self._call(node)
+                elif node.op == "output":
+                    output_slots = self._output(node, outputs)
+                elif node.op != "placeholder":
+                    raise UnsupportedGraph(f"FX node {node.name}: '{node.op}' nodes are not aten graphs (run AOTAutograd first)")
         output_op = F.OutputOp(outputs)
         output_op.location = self._location
         self.block.add_op(output_op)
@@ -267,7 +270,8 @@ class GraphImporter(GraphBuilder):
         hints = self._size_hints(symbols, definitions)
         graph = F.GraphOp(self.name, [a.type for a in self.block.args], [v.type for v in outputs],
                           [F.SymbolAttr(s, *bounds, definitions.get(s), hints.get(s)) for s, bounds in symbols.items()],
-                          Region(self.block))
+                          Region(self.block),
+                          [F.SizeFactAttr(*f) for f in facts if shapes.free_size_symbols(f) <= symbols.keys()])
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes[F.DEVICE_MARK] = StringAttr(self.device.type)
         if self.device.type != "cpu":  # whether fp32 matmuls and convolutions may use TF32 tensor cores
@@ -403,6 +407,17 @@ class GraphImporter(GraphBuilder):
             if shapes.free_size_symbols([definition]) <= hints.keys():
                 hints[name] = shapes.evaluate(definition, hints)
         return hints
+
+
+def _input_symbols(placeholders: Sequence[torch.fx.Node], example_inputs: Sequence) -> set[str]:
+    """The size symbols the graph's inputs give as they are: a tensor's dim, a SymInt argument."""
+    names: set[str] = set()
+    for i, node in enumerate(placeholders):
+        val = node.meta.get("val", example_inputs[i] if i < len(example_inputs) else None)
+        for size in (val.shape if isinstance(val, torch.Tensor) else [val]):
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                names.add(size.node.expr.name)
+    return names
 
 
 def _restrided(val, example) -> bool:

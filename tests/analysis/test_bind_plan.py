@@ -245,3 +245,25 @@ def test_import_info_binds_a_symint_expression_and_makes_its_carrier_from_it():
     carrier = info.tensor_inputs([x, 7])[1]
     assert carrier.shape == (3,) and carrier.stride() == (0,)
     assert info.assemble_outputs([], info.bind_symbols([x, 7])) == [15]
+
+
+def test_inputs_that_break_a_size_fact_are_a_clean_error_in_both_executors():
+    """A graph's size facts (``s2*s3 = s0*s1``: Dynamo guarded them) are checked like its dims: a call that breaks one
+    gets one error naming it, in the interpreter and in the generated launcher; one that keeps it runs."""
+    text = _graph(f"%a : {T('s0, s1')}, %b : {T('s2, s3')}", [("%y", T("s0*s1"))], f"""
+    %fa = fusec.reshape %a : {T('s0, s1')} -> {T('s0*s1')}
+    %fb = fusec.reshape %b : {T('s2, s3')} -> {T('s0*s1')}
+    %y = fusec.pointwise "add" %fa, %fb : ({T('s0*s1')}, {T('s0*s1')}) -> {T('s0*s1')}""",
+                  "s0 in [1, inf], s1 in [1, inf], s2 in [1, inf], s3 in [1, inf]").replace(
+                      "s3 in [1, inf])", "s3 in [1, inf]) facts(s2*s3 = s0*s1)")
+    assert bind_plan(F.find_graph(parse(text))).facts == ((shapes.parse_expr("s2*s3"), shapes.parse_expr("s0*s1")),)
+    compiled = compile_module(_default_pipeline(text), {"s0": 4, "s1": 6, "s2": 3, "s3": 8})
+    a, b = _randn(4, 6, seed=0), _randn(3, 8, seed=1)
+    for run in (lambda xs: interpreter.run(parse(text), xs), compiled):
+        torch.testing.assert_close(run([a, b])[0], a.reshape(-1) + b.reshape(-1))
+        torch.testing.assert_close(run([a, b.reshape(2, 12)])[0], a.reshape(-1) + b.reshape(-1))  # other sizes, same fact
+    broken = r"@g: the inputs break the graph's size fact s2\*s3 = s0\*s1: 15 != 24"
+    with pytest.raises(interpreter.InterpreterError, match=broken):
+        interpreter.run(parse(text), [a, _randn(3, 5, seed=1)])
+    with pytest.raises(InputMismatch, match=broken):
+        compiled([a, _randn(3, 5, seed=1)])

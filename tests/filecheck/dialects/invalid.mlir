@@ -280,3 +280,27 @@ fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
   fusec.output %k : !fusec.tensor<[4], f32>
 }
 // CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 4]]:34: operand is used with type i1, but has been previously used or defined with type f32
+
+// -----
+
+// A size fact over a symbol the graph does not declare.
+fusec.graph @g(%a : !fusec.tensor<[s0, s1], f32>) -> (!fusec.tensor<[s0, s1], f32>) symbols(s0 in [1, inf], s1 in [1, inf]) facts(s2*s1 = s0) {
+  fusec.output %a : !fusec.tensor<[s0, s1], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.graph @g: size fact s1*s2 = s0 uses s2, not declared
+
+// -----
+
+// A size fact that rewrites a constant.
+fusec.graph @g(%a : !fusec.tensor<[s0, s1], f32>) -> (!fusec.tensor<[s0, s1], f32>) symbols(s0 in [1, inf], s1 in [1, inf]) facts(4 = s0*s1) {
+  fusec.output %a : !fusec.tensor<[s0, s1], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.graph @g: size fact 4 = s0*s1 rewrites a constant
+
+// -----
+
+// Parse error: a size fact without its right side.
+fusec.graph @g(%a : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[s0], f32>) symbols(s0 in [1, inf]) facts(s0) {
+  fusec.output %a : !fusec.tensor<[s0], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:[[# @LINE - 3]]:{{[0-9]+}}: Expected '='
