@@ -31,6 +31,7 @@ def _lazy(module: str, cls: str) -> PassFactory:
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "channels-last": ("fusec.passes.channels_last", "ChannelsLast"),
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
+    "bias-epilogues": ("fusec.passes.bias_epilogues", "BiasEpilogues"),
     "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
