@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +61,14 @@ def _optimizer_step(*tensors):
     return tuple(p - 0.01 * (g + 0.1 * p) for p, g in zip(params, grads, strict=True))
 
 
+def _cross_entropy(logits, targets):
+    return Fn.cross_entropy(logits.float(), targets)
+
+
+def _attention_scores(q, k, mask):
+    return torch.softmax((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5 + mask, -1)
+
+
 def _randn(*shape):
     return lambda dtype, dev: torch.randn(*shape, device=dev, dtype=dtype)
 
@@ -81,6 +90,15 @@ PROGRAMS = [
             lambda dt, dev: [_randn(4096, 4096)(dt, dev), _randn(4096)(dt, dev), _randn(4096)(dt, dev)]),
     Program("full_sum", lambda x: x.sum(), lambda dt, dev: [_randn(16 * 1024 * 1024)(dt, dev)]),
     Program("mean_of_rows", lambda x: x.mean(0), lambda dt, dev: [_randn(8192, 2048)(dt, dev)]),
+    # The issue-12 cases: a loss over a vocabulary, attention's scores, a pointwise kernel on a small domain.
+    Program("cross_entropy", _cross_entropy,
+            lambda dt, dev: [_randn(512, 32000)(dt, dev), torch.randint(0, 32000, (512,), device=dev)]),
+    Program("attention_scores", _attention_scores,
+            lambda dt, dev: [_randn(8, 12, 128, 64)(dt, dev), _randn(8, 12, 128, 64)(dt, dev),
+                             torch.zeros(8, 1, 1, 128, device=dev, dtype=dt).masked_fill(
+                                 torch.rand(8, 1, 1, 128, device=dev) < 0.1, float("-inf"))]),
+    Program("pointwise_small", lambda x, w, b: torch.sigmoid(x * w + b),
+            lambda dt, dev: [_randn(256, 256)(dt, dev), _randn(256)(dt, dev), _randn(256)(dt, dev)]),
     Program("optimizer16", _optimizer_step,
             lambda dt, dev: [torch.randn(s, device=dev, dtype=dt) for s in SIZES16 + SIZES16]),
 ]
@@ -225,9 +243,32 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool, profile_path: 
                 rows.append((prog.name, backend, f"error: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-", "-"))
     click.echo(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype {dtype}  dynamic={dynamic}\n")
     click.echo(markdown_table(["program", "backend", "matches eager", "kernels", "matmul kernels", "kernel us", "median us"], rows))
+    for line in ratio_summary(rows):
+        click.echo(line)
     if profile_path:
         write_profile(Path(profile_path), profiled)
         click.echo(f"\nkernel profile: {profile_path} (fusec-report DUMP_DIR --profile {profile_path})")
+
+
+def ratio_summary(rows: list[tuple[object, ...]], base: str = "inductor-combo") -> list[str]:
+    """Each other backend's kernel time against ``base``'s: the geometric mean of the per-program ratios, the
+    worst ratio, and the programs where it launches more kernels (rows as ``main`` makes them)."""
+    by_program: dict[str, dict[str, tuple[int, float]]] = {}
+    for program, backend, ok, kernels, _gemms, kernel_us, _median in rows:
+        if ok == "yes":
+            by_program.setdefault(str(program), {})[str(backend)] = (int(str(kernels)), float(str(kernel_us)))
+    lines = []
+    for backend in dict.fromkeys(b for runs in by_program.values() for b in runs if b != base):
+        pairs = {p: (runs[backend], runs[base]) for p, runs in by_program.items() if backend in runs and base in runs}
+        if not pairs:
+            continue
+        ratios = {p: mine[1] / theirs[1] for p, (mine, theirs) in pairs.items()}
+        geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+        worst = max(ratios, key=ratios.__getitem__)
+        more = [f"{p} ({mine[0]} vs {theirs[0]})" for p, (mine, theirs) in pairs.items() if mine[0] > theirs[0]]
+        lines.append(f"{backend} / {base} kernel time over {len(ratios)} programs: geometric mean {geomean:.3f}, "
+                     f"worst {ratios[worst]:.2f} ({worst}); more kernels: {', '.join(more) or 'none'}")
+    return lines
 
 
 def write_profile(path: Path, kernels: list[dict]) -> None:

@@ -28,3 +28,15 @@ def test_tables_are_markdown_with_one_decimal():
 
     assert markdown_table(["program", "us"], [("seed", 33.04), ("sum", 2)]).splitlines() == [
         "| program | us |", "|---|---|", "| seed | 33.0 |", "| sum | 2 |"]
+
+
+def test_the_summary_compares_each_backend_with_inductor_combo():
+    from fusec.tools.benchmark import ratio_summary
+
+    rows = [("a", "fusec", "yes", 1, 0, "10.0", "12.0"), ("a", "inductor-combo", "yes", 2, 0, "20.0", "22.0"),
+            ("b", "fusec", "yes", 3, 0, "30.0", "32.0"), ("b", "inductor-combo", "yes", 2, 0, "15.0", "17.0"),
+            ("c", "fusec", "error: Boom", "-", "-", "-", "-"), ("c", "inductor-combo", "yes", 1, 0, "5.0", "6.0")]
+    # ratios 0.5 and 2.0 (c failed: left out): geometric mean 1; b is the worst and launches more kernels
+    assert ratio_summary(rows) == ["fusec / inductor-combo kernel time over 2 programs: geometric mean 1.000, "
+                                   "worst 2.00 (b); more kernels: b (3 vs 2)"]
+    assert ratio_summary([r for r in rows if r[1] == "fusec"]) == []  # nothing to compare with
