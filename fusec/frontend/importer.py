@@ -29,7 +29,7 @@ import sympy
 import torch
 import torch.fx
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
-from xdsl.ir import Region, SSAValue
+from xdsl.ir import Operation, Region, SSAValue
 
 from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
@@ -168,6 +168,17 @@ def eager_dim_order(val, row_major_too: bool = False) -> tuple[int, ...] | None:
     return (*broadcast, *laid_out)
 
 
+def _computed_here(value: SSAValue) -> bool:
+    """Computed by one of the graph's own ops: neither an input nor a view (eager's output aliases what it views)
+    nor a torch call's result (torch gives it eager's layout)."""
+    owner = value.owner
+    return isinstance(owner, Operation) and not isinstance(owner, (*F.VIEW_OPS, F.ExternOp))
+
+
+def _expanded(val) -> bool:
+    return isinstance(val, torch.Tensor) and any(s == 0 and n != 1 for s, n in zip(val.stride(), val.shape, strict=True))
+
+
 def _through_a_permute(value: SSAValue) -> bool:
     """Whether ``value`` is a view whose chain of views holds a permute (at run time, maybe not row-major)."""
     owner = value.owner
@@ -235,6 +246,7 @@ class GraphImporter(GraphBuilder):
         self._placeholders: list[torch.fx.Node] = []
         self.constants: list[torch.Tensor] = []
         self.constants_stay: list[bool] = []
+        self._laid_out_outputs: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
 
     # ---- driving
 
@@ -348,9 +360,12 @@ class GraphImporter(GraphBuilder):
         for r in results:
             v = self.value(r) if isinstance(r, torch.fx.Node) else r
             if isinstance(v, SSAValue):
+                val = r.meta.get("val") if isinstance(r, torch.fx.Node) else None
+                order = eager_dim_order(val, _through_a_permute(v)) if isinstance(r, torch.fx.Node) else None
+                if order is not None and _computed_here(v) and not _expanded(val):
+                    v = self._laid_out(v, order)
                 if v not in outputs:
                     outputs.append(v)
-                order = eager_dim_order(r.meta.get("val"), _through_a_permute(v)) if isinstance(r, torch.fx.Node) else None
                 slots.append(OutputSlot("tensor", outputs.index(v), dim_order=order))
             elif isinstance(v, sympy.Expr):
                 slots.append(OutputSlot("symint", expr=v))
@@ -361,6 +376,20 @@ class GraphImporter(GraphBuilder):
             else:
                 raise UnsupportedGraph(f"graph output {r} is a {type(v).__name__}")
         return slots
+
+    def _laid_out(self, v: SSAValue, order: tuple[int, ...]) -> SSAValue:
+        """``v`` copied into eager's layout (dims ``order``, outermost first): an identity the fusion passes fold
+        into the kernel that computes ``v``, which then stores in that layout (a pointwise op on a transposed input
+        returns a transposed result in eager), where a copy after the graph would read and write it again."""
+        key = (v, order)
+        if key not in self._laid_out_outputs:
+            t = tensor_type_of(v)
+            strides: list[sympy.Expr] = [sympy.Integer(0)] * t.rank
+            step: sympy.Expr = sympy.Integer(1)
+            for d in reversed(order):
+                strides[d], step = step, step * t.dims[d]
+            self._laid_out_outputs[key] = self.emit_value(F.PointwiseOp("identity", [v], F.TensorType(t.dims, t.element_type, strides)))
+        return self._laid_out_outputs[key]
 
     # ---- symbols
 

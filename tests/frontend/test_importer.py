@@ -221,3 +221,25 @@ def test_import_and_run_matches_on_a_small_model():
     assert not log.remarks
     with torch.no_grad():
         assert_matches_eager(outputs, [model(x).softmax(-1)])
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_an_output_eager_lays_out_transposed_is_stored_so_by_its_kernel(tmp_path, dynamic):
+    """``x.t() + y``: eager's result is column-major (TensorIterator follows the first operand).  The graph's output
+    is an identity into that layout, which fuses into the add's kernel: one kernel stores it so, where a copy after
+    the graph would read and write the result again."""
+    from fusec.testing import parse
+
+    def fn(x, y):
+        return x.t() + y
+
+    x, y = torch.randn(24, 24), torch.randn(24, 24)
+    got = torch.compile(fn, backend="fusec", dynamic=dynamic, options={"dump_dir": str(tmp_path)})(x, y)
+    want = fn(x, y)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() == (1, 24)
+    (folder,) = tmp_path.iterdir()
+    (graph,) = [op for op in parse((folder / "final.mlir").read_text()).walk() if isinstance(op, F.GraphOp)]
+    (kernel,) = [op for op in graph.block.ops if isinstance(op, F.KernelOp)]
+    assert not [op for op in graph.block.ops if isinstance(op, F.ExternOp)]
+    assert str(kernel.results[0].type.layout[0]) == "1"  # stored column-major
