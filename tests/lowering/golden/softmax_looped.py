@@ -18,21 +18,22 @@ def fusec_red_max_sum_0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
     xmask = xindex < xnumel
     rbase = tl.arange(0, RBLOCK)[None, :]
     _acc1 = tl.full([XBLOCK, RBLOCK], float("-inf"), tl.float32)
+    _acc4 = tl.full([XBLOCK, RBLOCK], 0.0, tl.float32)
+    _acc4_max = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)
     for roffset in range(0, rnumel, RBLOCK):
         rindex = roffset + rbase
         rmask = rindex < rnumel
         tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_last')
         _acc1 = _max_nan(_acc1, tl.where(rmask & xmask, tmp0, float("-inf")))
+        _acc4_in = tl.where(rmask & xmask, tmp0, float('-inf'))
+        _acc4_new = _max_nan(_acc4_max, _acc4_in)
+        _acc4_shift = tl.where(_acc4_new == float('-inf'), 0.0, _acc4_new)
+        _acc4 = _acc4 * tl.exp(_acc4_max - _acc4_shift) + tl.exp(_acc4_in - _acc4_shift)
+        _acc4_max = _acc4_new
     tmp1 = tl.reduce(_acc1, 1, _max_nan)[:, None]
-    _acc4 = tl.full([XBLOCK, RBLOCK], 0, tl.float32)
-    for roffset in range(0, rnumel, RBLOCK):
-        rindex = roffset + rbase
-        rmask = rindex < rnumel
-        tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_last')
-        tmp2 = tmp0 - tmp1
-        tmp3 = tl.exp(tmp2)
-        _acc4 = _acc4 + tl.where(rmask & xmask, tmp3, 0)
-    tmp4 = tl.reduce(_acc4, 1, _sum)[:, None]
+    _acc4_row = tl.reduce(_acc4_max, 1, _max_nan)[:, None]
+    _acc4_row = tl.where(_acc4_row == float('-inf'), 0.0, _acc4_row)
+    tmp4 = tl.reduce(_acc4 * tl.exp(_acc4_max - _acc4_row), 1, _sum)[:, None]
     for roffset in range(0, rnumel, RBLOCK):
         rindex = roffset + rbase
         rmask = rindex < rnumel
