@@ -103,9 +103,16 @@ class ImportInfo:
         tensors += self.constants_on(device)
         if self.carriers:
             symbols = self.bind_symbols(args) if symbols is None else symbols
-            one = torch.zeros(1, dtype=torch.int8, device=device)
+            one = self._carrier_base(device)
             tensors += [one.expand(symbols[s]) for s in self.carriers]
         return tensors
+
+    def _carrier_base(self, device: torch.device) -> torch.Tensor:
+        """The one-element tensor every size carrier expands (made once per device: a fill per call is a launch)."""
+        key = ("carrier", device)
+        if key not in self._moved:
+            self._moved[key] = torch.zeros(1, dtype=torch.int8, device=device)
+        return self._moved[key]
 
     def constants_on(self, device: torch.device) -> list[torch.Tensor]:
         # A lifted constant (torch.tensor(2.0) in the user's code) lives on the CPU; kernels need it beside the inputs.
