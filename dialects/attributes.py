@@ -212,18 +212,24 @@ def sizes_equal(op: Operation, a: sympy.Expr, b: sympy.Expr) -> bool:
     once its derived symbols are replaced by their definitions and its size facts are applied."""
     if shapes.provably_equal(a, b):
         return True
+    definitions, facts = _sizes_around(op)
+    if not definitions and not facts:
+        return False
+    a, b = (shapes.apply_facts(shapes.expand_definitions(e, definitions), facts) for e in (a, b))
+    return shapes.provably_equal(a, b)
+
+
+def _sizes_around(op: Operation) -> tuple[dict[str, sympy.Expr], list[tuple[sympy.Expr, sympy.Expr]]]:
+    """The derived symbols and the size facts (over the traced symbols) of the graph around ``op``; for an op in no
+    graph, none and the facts being stated."""
     graph = _enclosing_graph(op)
     if graph is None:
-        facts = _facts_being_stated.get()
-        return bool(facts) and shapes.provably_equal(*(shapes.apply_facts(e, facts) for e in (a, b)))
-    symbols = graph.properties["symbols"]
+        return {}, list(_facts_being_stated.get())
+    symbols, stated = graph.properties["symbols"], graph.properties.get("facts")
     definitions = symbol_definitions(symbols.data) if isinstance(symbols, ArrayAttr) else {}
-    a, b = (shapes.expand_definitions(e, definitions) for e in (a, b))
-    stated = graph.properties.get("facts")
-    if isinstance(stated, ArrayAttr):
-        rules = [tuple(shapes.expand_definitions(e, definitions) for e in f.rule) for f in stated.data if isinstance(f, SizeFactAttr)]
-        a, b = (shapes.apply_facts(e, rules) for e in (a, b))
-    return shapes.provably_equal(a, b)
+    facts = [f.rule for f in stated.data if isinstance(f, SizeFactAttr)] if isinstance(stated, ArrayAttr) else []
+    return definitions, [(shapes.expand_definitions(old, definitions), shapes.expand_definitions(new, definitions))
+                         for old, new in facts]
 
 
 # The size facts of a graph being built (the importer's block is in no graph yet): what sizes_equal applies to an
@@ -339,7 +345,7 @@ class SizeFactAttr(ParametrizedAttribute):
 
     @property
     def text(self) -> str:
-        return f"{print_expr(self.lhs.data)} = {print_expr(self.rhs.data)}"
+        return shapes.print_fact(*self.rule)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:

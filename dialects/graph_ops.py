@@ -200,12 +200,11 @@ class GraphOp(IRDLOperation):
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: {e}") from None
         for lhs, rhs in self.size_facts:
             undeclared = shapes.free_size_symbols([lhs, rhs]) - declared
+            fact = f"fusec.graph @{self.sym_name.data}: size fact {shapes.print_fact(lhs, rhs)}"
             if undeclared:
-                raise VerifyException(f"fusec.graph @{self.sym_name.data}: size fact {print_expr(lhs)} = {print_expr(rhs)} "
-                                      f"uses {', '.join(sorted(undeclared, key=shapes.natural_key))}, not declared")
+                raise VerifyException(f"{fact} uses {', '.join(sorted(undeclared, key=shapes.natural_key))}, not declared")
             if not shapes.free_size_symbols([lhs]):
-                raise VerifyException(f"fusec.graph @{self.sym_name.data}: size fact {print_expr(lhs)} = {print_expr(rhs)} "
-                                      "rewrites a constant")
+                raise VerifyException(f"{fact} rewrites a constant")
         for op in self.walk():
             for name, value in op_symbol_uses(op):
                 if name not in declared:

@@ -412,7 +412,7 @@ class _LauncherWriter:
         else:
             lines.append("device = _default_device")
         # Checks use every symbol the input types mention (and the size facts), layouts those of the strides.
-        facts = [(self.py(lhs), self.py(rhs), f"{shapes.print_expr(lhs)} = {shapes.print_expr(rhs)}")
+        facts = [(self.py(lhs), self.py(rhs), shapes.print_fact(lhs, rhs))
                  for lhs, rhs in self.graph.size_facts] if self.check_shapes else []
         for a in args:
             if self.check_shapes:

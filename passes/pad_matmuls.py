@@ -50,7 +50,6 @@ from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
 
 MATMULS = frozenset({"aten.mm.default", "aten.bmm.default"})  # addmm/baddbmm reach the IR as mm/bmm + epilogue
-DEVICE_ATTR = F.DEVICE_MARK  # set by the importer: the device type the graph computes on ("cuda", "cpu", ...)
 WHEN = ("accelerator", "always", "never")
 _GPU = GPU()  # the machine the cost rule's rates are for
 

@@ -20,9 +20,9 @@ the op's shape and layout (no broadcast for the view to split), so the gather re
 and the fp32 copy of them is never stored.
 
 Along the other dims an index may be shorter than the input (torch.gather's contract: never longer): the
-gather reads the input's first rows only, and so, sliced to them, do the gathered operands.  Under
-``dynamic=True`` that is the common case: HuggingFace's loss takes the labels as an input of their own, whose
-sizes are symbols other than the logits' although they are equal at run time.
+gather reads the input's first rows only, and so, sliced to them, do the gathered operands.  (Labels that a
+graph break gave symbols of their own are not such a case any more: the importer's size facts write their rows
+as the logits'.)
 
 Declined, with a ``gather-kept`` remark saying why: an operand that broadcasts along
 another dim (a gather of it would need its expansion first), or an index that is not

@@ -161,8 +161,8 @@ class BindPlan:
         left, right = shapes.evaluate(lhs, env), shapes.evaluate(rhs, env)
         if left != right:
             used = sorted(shapes.free_size_symbols([lhs, rhs]), key=shapes.natural_key)
-            raise InputMismatch(f"@{self.graph}: the inputs break the graph's size fact {shapes.print_expr(lhs)} = "
-                                f"{shapes.print_expr(rhs)}: {left} != {right} ({', '.join(f'{s} = {env[s]}' for s in used)})")
+            raise InputMismatch(f"@{self.graph}: the inputs break the graph's size fact {shapes.print_fact(lhs, rhs)}: "
+                                f"{left} != {right} ({', '.join(f'{s} = {env[s]}' for s in used)})")
 
     def _check(self, place: Place, actual: int, env: dict[str, int]) -> None:
         self.require(shapes.free_size_symbols([place.expr]))

@@ -360,6 +360,16 @@ def contiguous_strides(shape: Sequence[Dim]) -> list[sympy.Expr]:
     return list(reversed(strides))
 
 
+def dense_strides(shape: Sequence, order: Sequence[int]) -> list:
+    """The strides of a dense tensor of ``shape`` laid out in ``order`` (its dims, outermost first): the inverse of
+    ``dense_dim_order``; ints for int sizes, expressions for symbolic ones."""
+    strides: list = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d], step = step, step * shape[d]
+    return strides
+
+
 def dense_dim_order(shape: Sequence[Dim], strides: Sequence[Dim]) -> tuple[int, ...] | None:
     """The order of a dense layout's dims, outermost first (row-major: ``(0, 1, ..., n-1)``; channels-last NCHW:
     ``(0, 2, 3, 1)``), proved for every size: each stride is the product of the sizes inside it.  None where the
@@ -549,6 +559,11 @@ def expand_definitions(e: sympy.Expr, definitions: Mapping[str, sympy.Expr]) -> 
             return e
         e = e.xreplace(used)
     raise ValueError("size symbol definitions refer to each other in a cycle")
+
+
+def print_fact(lhs: sympy.Expr, rhs: sympy.Expr) -> str:
+    """A size fact's text form, ``s38*s97 = s3*s88`` (the IR's, and every message naming one)."""
+    return f"{print_expr(lhs)} = {print_expr(rhs)}"
 
 
 def apply_facts(e: sympy.Expr, facts: Sequence[tuple[sympy.Expr, sympy.Expr]]) -> sympy.Expr:

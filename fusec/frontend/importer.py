@@ -202,10 +202,7 @@ def _hint(n) -> int | None:
 
 def _dense_strides(sizes: Sequence[int], order: Sequence[int]) -> list[int]:
     """The strides, of dims of size > 1 in dim order, of a dense tensor laid out in ``order``."""
-    strides, step = [0] * len(sizes), 1
-    for d in reversed(order):
-        strides[d], step = step, step * sizes[d]
-    return [s for s, d in zip(strides, sizes, strict=True) if d > 1]
+    return [s for s, d in zip(shapes.dense_strides(sizes, order), sizes, strict=True) if d > 1]
 
 
 def in_dim_order(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
@@ -391,11 +388,8 @@ class GraphImporter(GraphBuilder):
         key = (v, order)
         if key not in self._laid_out_outputs:
             t = tensor_type_of(v)
-            strides: list[sympy.Expr] = [sympy.Integer(0)] * t.rank
-            step: sympy.Expr = sympy.Integer(1)
-            for d in reversed(order):
-                strides[d], step = step, step * t.dims[d]
-            self._laid_out_outputs[key] = self.emit_value(F.PointwiseOp("identity", [v], F.TensorType(t.dims, t.element_type, strides)))
+            laid_out = F.TensorType(t.dims, t.element_type, shapes.dense_strides(t.dims, order))
+            self._laid_out_outputs[key] = self.emit_value(F.PointwiseOp("identity", [v], laid_out))
         return self._laid_out_outputs[key]
 
     # ---- symbols

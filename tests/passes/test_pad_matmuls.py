@@ -7,7 +7,7 @@ from xdsl.dialects.builtin import StringAttr
 
 from fusec.dialects import fusec as F
 from fusec.frontend.importer import import_graph
-from fusec.passes.pad_matmuls import DEVICE_ATTR, PadMatmuls
+from fusec.passes.pad_matmuls import PadMatmuls
 from fusec.testing import apply_passes, parse
 
 GRAPH = """
@@ -26,7 +26,7 @@ def mm_product(device: str | None, graph_text: str = GRAPH, **options) -> list[s
     module = parse(graph_text)
     graph = F.find_graph(module)
     if device is not None:
-        graph.attributes[DEVICE_ATTR] = StringAttr(device)
+        graph.attributes[F.DEVICE_MARK] = StringAttr(device)
     apply_passes(module, PadMatmuls(**options))
     [mm] = [op for op in graph.block.ops if isinstance(op, F.ExternOp)]
     return [str(s) for s in mm.outputs[0].type.dims]
@@ -82,7 +82,7 @@ def test_the_importer_records_the_graph_device():
     gm = make_fx(lambda a, b: torch.mm(a, b))(torch.randn(3, 4), torch.randn(4, 5))
     module, info = import_graph(gm, [torch.randn(3, 4), torch.randn(4, 5)])
     assert info.device.type == "cpu"
-    assert F.find_graph(module).attributes[DEVICE_ATTR] == StringAttr("cpu")
+    assert F.find_graph(module).attributes[F.DEVICE_MARK] == StringAttr("cpu")
 
 
 def test_the_graph_cache_keys_on_the_device_mark(monkeypatch):
@@ -93,6 +93,6 @@ def test_the_graph_cache_keys_on_the_device_mark(monkeypatch):
     keys = []
     for device in ("cpu", "cuda"):
         module = parse(GRAPH)
-        F.find_graph(module).attributes[DEVICE_ATTR] = StringAttr(device)
+        F.find_graph(module).attributes[F.DEVICE_MARK] = StringAttr(device)
         keys.append(graph_cache.module_key(module, "pad-matmuls", {}, "all"))
     assert None not in keys and keys[0] != keys[1]
