@@ -65,6 +65,9 @@ class Launcher:
     # per output: the order of its dims, outermost first, where its layout is dense but not row-major (a
     # channels-last activation saved for the backward: fusec.backend reports its strides to AOTAutograd)
     output_orders: tuple[tuple[int, ...] | None, ...] = ()
+    # per output: the order of its dims of size other than 1, outermost first, where its layout is dense (row-major
+    # too); None where it is not dense.  The layout every call returns: what the runtime need not check again.
+    dense_orders: tuple[tuple[int, ...] | None, ...] = ()
 
 
 def runtime_globals() -> dict[str, object]:
@@ -221,7 +224,8 @@ class _LauncherWriter:
         returned = ops[-1].operands if ops and isinstance(ops[-1], F.OutputOp) else ()
         orders = tuple(dim_order(t.dims, t.layout) if isinstance(t := v.type, TensorType) else None
                        for v in returned)
-        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys, orders)
+        dense = tuple(_dense_order(v.type) for v in returned)
+        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys, orders, dense)
 
     def op_lines(self, op: Operation) -> list[str]:
         if isinstance(op, F.KernelOp):
@@ -510,3 +514,11 @@ def _is_graph_output(v: SSAValue) -> bool:
 
 def _is_input(v: SSAValue) -> bool:
     return isinstance(v, BlockArgument)
+
+
+def _dense_order(t) -> tuple[int, ...] | None:
+    """The order of a dense layout's dims of size other than 1, outermost first; None where not dense."""
+    if not isinstance(t, TensorType):
+        return None
+    order = shapes.dense_dim_order(t.dims, t.layout)
+    return None if order is None else tuple(d for d in order if t.dims[d] != 1)
