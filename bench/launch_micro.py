@@ -7,7 +7,7 @@ import time
 import torch
 import triton
 
-from fusec import runtime
+from fusec.runtime.kernel_cache import load_kernel_module
 from fusec.runtime.kernel_runner import KernelRunner, _current
 
 SOURCE = '''# launch micro-benchmark kernel
@@ -70,7 +70,7 @@ def launcher_rows():
 
 
 def main():
-    module = runtime.load_kernel_module(SOURCE, interpret=False)
+    module = load_kernel_module(SOURCE, interpret=False)
     ins = [torch.randn(1024, 512, device="cuda") for _ in range(4)]
     outs = [torch.empty(1024, device="cuda") for _ in range(4)]
     sizes = [1024, 512] * 4

@@ -285,3 +285,39 @@ def test_simplified_symbolic_expressions_keep_their_values(e):
     for s0 in (1, 2, 5):
         assert np.array_equal(_values(e, s0, 3 * s0, RN), _values(simple, s0, 3 * s0, RN)), \
             f"{print_expr(e)} -> {print_expr(simple)} at s0 = {s0}"
+
+
+_SIZES = [shapes.symbol("s0"), shapes.symbol("s1")]
+_X = shapes.symbol("x")
+
+
+@st.composite
+def _signed_polynomials(draw):
+    """A small polynomial, or a ratio by a size symbol, over two size symbols and an iteration variable."""
+    terms = draw(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2), st.integers(0, 2), st.integers(0, 1)),
+                          min_size=1, max_size=4))
+    e = sum((c * _SIZES[0] ** a * _SIZES[1] ** b * _X ** k for c, a, b, k in terms), sympy.Integer(0))
+    return e / _SIZES[1] if draw(st.booleans()) else e
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_signed_polynomials(), st.booleans())
+def test_a_sign_proof_holds_at_every_point(e, strict):
+    """What the shifted-coefficient proof claims (sizes >= 1, x >= 0) holds at each point of a grid; it never
+    answers where the expression is not a polynomial or a ratio of polynomials in signed-known symbols."""
+    claimed = indexing._shifted_sign(e, strict)
+    if claimed:
+        for s0 in range(1, 5):
+            for s1 in range(1, 5):
+                for x in range(0, 4):
+                    v = e.subs({_SIZES[0]: s0, _SIZES[1]: s1, _X: x})
+                    assert (v > 0) if strict else (v >= 0), (e, strict, s0, s1, x, v)
+
+
+def test_sign_proofs_that_shift_the_sizes():
+    s0, s1 = _SIZES
+    assert indexing.nonnegative(s0 * s1 - s0 - s1 + 1)  # (s0 - 1)(s1 - 1)
+    assert indexing.positive(s0 * s1 - s0 + 1)
+    assert indexing.nonnegative((s0 * s1 - 1) / s1)
+    assert not indexing.positive(s0 - 1) and not indexing.nonnegative(s0 - s1)
+    assert indexing._shifted_sign(shapes.FloorDiv(s0, 2) - 1, False) is None  # sympy's assumptions decide those

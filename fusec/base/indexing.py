@@ -85,10 +85,61 @@ def _proves(e: sympy.Expr, strict: bool) -> bool:
         return False
     if e.is_number:
         return bool(e > 0) if strict else bool(e >= 0)
+    decided = _shifted_sign(e, strict)
+    if decided is not None:
+        return decided
     for form in (lambda t: t, sympy.expand, lambda t: sympy.cancel(sympy.together(t)), sympy.factor):
         if (form(e).is_positive if strict else form(e).is_nonnegative):
             return True
     return False
+
+
+def _shifted_sign(e: sympy.Expr, strict: bool) -> bool | None:
+    """Whether ``e > 0`` (``e >= 0``) is proved for a polynomial, or a ratio of polynomials, over size symbols
+    (positive integers) and iteration variables (nonnegative): with each size symbol written ``1 + t``, a polynomial
+    whose coefficients are all nonnegative is nonnegative, and positive when its constant term is too.  None where
+    ``e`` has another form (floordiv, mod, a symbol of unknown sign): sympy's assumptions decide those.
+
+    Why: sympy's assumption queries took ~17 ms a question under symbolic sizes (a quarter of a dynamic compile's
+    pipeline), most of it failing on each of four rewritten forms; this answers the same questions in microseconds."""
+    if e.has(FloorDiv, sympy.Mod):
+        return None
+    shift = {}
+    for s in e.free_symbols:
+        if not s.is_integer:
+            return None
+        if s.is_positive:
+            shift[s] = s + 1
+        elif not s.is_nonnegative:
+            return None
+    numerator, denominator = e.as_numer_denom()
+    den = _shifted_coefficients(denominator, shift)
+    if den is None or not (den[0] and den[1]):  # a denominator proved positive, or no decision here
+        return None
+    num = _shifted_coefficients(numerator, shift)
+    if num is None:
+        return None
+    return num[0] and (num[1] or not strict)
+
+
+def _shifted_coefficients(p: sympy.Expr, shift: dict) -> tuple[bool, bool] | None:
+    """(every coefficient of ``p`` with the size symbols shifted is >= 0, its constant term is > 0); None where
+    ``p`` is not a polynomial."""
+    constant = sympy.Integer(0)
+    nonnegative = True
+    for term in sympy.Add.make_args(sympy.expand(p.xreplace(shift))):
+        coefficient, monomial = term.as_coeff_Mul()
+        if not coefficient.is_Rational:
+            return None
+        if monomial is sympy.S.One:
+            constant += coefficient
+            continue
+        for factor in sympy.Mul.make_args(monomial):
+            base, exponent = factor.as_base_exp()
+            if not (base.is_Symbol and exponent.is_Integer and exponent > 0):
+                return None
+        nonnegative = nonnegative and coefficient >= 0
+    return nonnegative and constant >= 0, constant > 0
 
 
 def divides(d: sympy.Expr, e: sympy.Expr) -> bool:
