@@ -22,6 +22,7 @@ Random weights, nothing downloaded.  Prints a Markdown table last.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -177,8 +178,12 @@ def one(args) -> dict:
         got_grads = grads(compiled)
         errors += [rel_error(got_grads[n], want_grads[n]) for n in want_grads if n in got_grads]
         errors.append(float(len(set(want_grads) ^ set(got_grads))))  # a missing gradient counts as error 1+
-    # The wall time before the CUDA profiler runs: after it, launches can stay slower for the rest of the process.
-    run(compiled, data)
+    # The wall time before the CUDA profiler runs (after it, launches can stay slower for the rest of the process),
+    # after the compile's garbage is collected and a few warm calls: a full collection of a compile's objects inside
+    # the loop once cost a whole configuration several ms per call, in no repeatable way.
+    gc.collect()
+    for _ in range(3):
+        run(compiled, data)
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(args.calls):
