@@ -190,8 +190,8 @@ def one(args) -> dict:
         run(compiled, data)
     torch.cuda.synchronize()
     wall_ms = (time.perf_counter() - start) / args.calls * 1e3
-    kernels, device_us, slowest, generated_us = profile_kernels(lambda: run(compiled, data), args.top)
     host_top = host_profile(lambda: run(compiled, data), args.host_profile) if args.host_profile else []
+    kernels, device_us, slowest, generated_us = profile_kernels(lambda: run(compiled, data), args.top)
     second = None
     if args.dynamic:
         counters = __import__("torch._dynamo.utils", fromlist=["counters"]).counters
