@@ -165,9 +165,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     checks = "layout" if kind == "backward" else "alignment"
     warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
     if warm is not None and warm[1] is not None:
-        _report_output_strides(gm, info, warm[1].launcher.output_orders)
-        info = _laid_out_already(gm, info, warm[1].launcher.dense_orders)
-        return boxed_runner(info, _replayed(warm[1], gm, kind, info, options))
+        return _runner(gm, info, warm[1], kind, options)
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
         (dump / "fx_graph.py").write_text(gm.print_readable(print_output=False))
@@ -190,10 +188,18 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
         write_dump_report(dump, module, module_text_with_locations(module), timings)
     from fusec.runtime import CompiledGraph, graph_cache
 
+    if isinstance(executor, CompiledGraph) and warm is not None and warm[0] is not None:
+        graph_cache.store(warm[0], executor.launcher)
+    return _runner(gm, info, executor, kind, options)
+
+
+def _runner(gm: torch.fx.GraphModule, info: ImportInfo, executor, kind: str, options: BackendOptions):
+    """The boxed function Dynamo gets for a compiled graph; a generated launcher's output layouts are reported to
+    AOTAutograd first, and those it already returns in eager's dim order are not checked again on each call."""
+    from fusec.runtime import CompiledGraph
+
     if isinstance(executor, CompiledGraph):
         _report_output_strides(gm, info, executor.launcher.output_orders)
-        if warm is not None and warm[0] is not None:
-            graph_cache.store(warm[0], executor.launcher)
         info = _laid_out_already(gm, info, executor.launcher.dense_orders)
     return boxed_runner(info, _replayed(executor, gm, kind, info, options))
 
