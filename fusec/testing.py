@@ -120,6 +120,24 @@ def graph_text(args: str, outs: str, body: str, symbolic: bool = True) -> str:
     return f"builtin.module {{\n  fusec.graph @g({args}) -> ({outs}){syms} {{\n{body}\n  }}\n}}"
 
 
+def variance_graph(shape: str, dim: int, symbols: str = "", n: str = "4096.0") -> str:
+    """Batch norm's statistics: the mean, then the sum of squares around it (``n``: the row length as a float
+    constant), over ``dim`` of a 2-D input; outputs the mean and the variance.  ``symbols`` declares a size symbol."""
+    t = tensor_type(shape)
+    k = tensor_type(", ".join("1" if i == dim else d for i, d in enumerate(shape.split(", "))))
+    c = tensor_type("")
+    text = graph_text(f"%x : {t}", f"{k}, {k}", f"""
+    %s = fusec.reduce "sum" %x dims [{dim}] keepdim : {t} -> {k}
+    %n = fusec.constant {n} : {c}
+    %m = fusec.pointwise "div" %s, %n : ({k}, {c}) -> {k}
+    %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
+    %q = fusec.pointwise "mul" %d, %d : ({t}, {t}) -> {t}
+    %v = fusec.reduce "sum" %q dims [{dim}] keepdim : {t} -> {k}
+    %w = fusec.pointwise "div" %v, %n : ({k}, {c}) -> {k}
+    fusec.output %m, %w : {k}, {k}""", symbolic=bool(symbols))
+    return text.replace("s0 in [1, inf]", symbols) if symbols else text
+
+
 def seed_graph(rows: str = "1024", symbols: str = "") -> str:
     """The seed example: sum, max, min and sum over dim 1 of four [rows, 512] f32 inputs (independent reductions).
 

@@ -32,6 +32,13 @@ bounds do not prove long and few rows, nor the sizes the graph was traced with: 
 graph's symbols carry those, ``s0 in [2, inf] hint 16``, a split they make worth it is made, with a
 ``split-on-example`` remark, and its number of chunks is chosen for them too).
 
+A variance after its mean (two phases whose second reduction is ``sum((v - m)^2)`` of a per-(x, r) value
+``v`` and a per-x value ``m``: batch norm's and layer norm's statistics) splits as chunk-local moments
+(option ``moments``, remark ``split-moments``): A stores each chunk's ``sum(v)`` and ``sum((v - mean_c)^2)``
+around the chunk's own mean, B combines them by Chan's formula,
+``sum((v - m)^2) = sum_c [M2_c + n_c (mean_c - m)^2]``, exact for any ``m``: two kernels, not the four
+of a kernel per phase, and no ``sum(v^2) - n m^2`` cancellation.
+
 Column reductions (``x.sum(0)``: neighbouring x are neighbouring addresses) have their
 own thresholds: each of their programs takes 64 columns, so ``[1024, 3072]`` (a bias
 gradient of 1024 tokens) is 48 programs on a GPU of 132 SMs unless it is split.  Kernels provably too short or too many
@@ -176,6 +183,31 @@ def kernel_shape(kernel: F.KernelOp, phases: bool = False) -> Shape | Decline:
     return shape
 
 
+def centered_squares(kernel: F.KernelOp, shape: Shape) -> dict[SSAValue, tuple[SSAValue, SSAValue]] | None:
+    """For a two-phase kernel whose every second-phase reduction is ``sum((v - m)^2)`` (``v`` per (x, r) and
+    needing no reduction, ``m`` per x, all one float type): reduction result -> (v, m).  None otherwise."""
+    if shape.phases != 2:
+        return None
+    found: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}
+    for op in kernel.block.ops:
+        if not isinstance(op, F.ReduceROp) or shape.phase[op.result] != 2:
+            continue
+        square, t = op.input.owner, op.result.type
+        if (op.kind.data != "sum" or not F.is_float(t) or not isinstance(square, F.PointwiseOp)
+                or square.fn.data != "mul" or square.operands[0] is not square.operands[1]):
+            return None
+        diff = square.operands[0].owner
+        if not isinstance(diff, F.PointwiseOp) or diff.fn.data != "sub":
+            return None
+        a, b = diff.operands
+        v, m = (a, b) if a in shape.per_r else (b, a)
+        if (v not in shape.per_r or v in shape.after or m in shape.per_r
+                or any(x.type != t for x in (v, m, diff.result, square.result))):
+            return None
+        found[op.result] = (v, m)
+    return found
+
+
 # ---------------------------------------------------------------- building A and B
 
 
@@ -214,10 +246,18 @@ def finish(bb: BodyBuilder, name: str) -> F.KernelOp:
     return F.KernelOp(name, bb.domain, bb.inputs, [t for t, _ in bb.outputs], region)
 
 
-def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> tuple[F.KernelOp, list[SSAValue], dict[SSAValue, SSAValue]]:
-    """Kernel A: the prologue and each reduction over one S-th of every row; a [S, xnumel] buffer per reduction.
+def chunk_count(rnumel: sympy.Expr, chunk: sympy.Expr, s: sympy.Expr, exact: bool) -> sympy.Expr:
+    """How many of chunk ``s``'s positions lie inside a row (the last chunks of a row may be short or empty)."""
+    return chunk if exact else sympy.Min(chunk, sympy.Max(rnumel - s * chunk, 0))
 
-    Returns A, its partial buffers (in reduction order) and the kernel's results A now computes
+
+def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int,
+                    moments: Mapping[SSAValue, tuple[SSAValue, SSAValue]]
+                    ) -> tuple[F.KernelOp, dict[SSAValue, list[SSAValue]], dict[SSAValue, SSAValue]]:
+    """Kernel A: the prologue and each reduction over one S-th of every row; a [S, xnumel] buffer per reduction
+    (two for a centered-squares reduction in ``moments``: the chunk's ``sum(v)`` and its ``sum((v - mean_c)^2)``).
+
+    Returns A, each reduction's partial buffers, and the kernel's results A now computes
     (those stored per (x, r)) -> A's results.
 
     Split-major (A's x is ``s*xnumel + x``): neighbouring programs read neighbouring
@@ -225,16 +265,37 @@ def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> tuple[F.Ke
     """
     xnumel, rnumel = kernel.domain_exprs
     chunk = FloorDiv(rnumel + splits - 1, splits)
+    exact = equal(chunk * splits, rnumel)
     bb = BodyBuilder([xnumel * splits, chunk])
     bb.map_inputs(kernel)
     mapping = {X: Mod(X, xnumel), R: FloorDiv(X, xnumel) * chunk + R}
     valid = None
-    if not equal(chunk * splits, rnumel):  # the last chunk of a row runs past its end
+    if not exact:  # the last chunk of a row runs past its end
         position = bb.add(F.SymbolicOp(substitute(R, mapping, bb.domain), F.I64))
         valid = bb.add(F.PointwiseOp("lt", [position, bb.add(F.SymbolicOp(rnumel, F.I64))], F.BOOL))
     vm: dict[SSAValue, SSAValue] = {}
     masked: set[SSAValue] = set()
     outputs: dict[SSAValue, int] = {}  # the original kernel's output buffer -> A's, for per-(x, r) stores
+    partial_outputs: dict[SSAValue, list[int]] = {}  # each reduction -> A's outputs holding its partials
+    sums: dict[SSAValue, tuple[SSAValue, int]] = {}  # a value's chunk sum in A, and its output, where made
+
+    def reduce(kind: str, value: SSAValue, t: Attribute) -> tuple[SSAValue, int]:
+        padded_with_zero = value in masked and kind in ("sum", "any")  # a masked load gives 0 there
+        if t != value.type:
+            value = bb.add(F.PointwiseOp("convert", [value], t))
+        if valid is not None and not padded_with_zero:
+            value = bb.add(F.PointwiseOp("where", [valid, value, bb.add(F.ConstantOp(identity(kind, t), t))], t))
+        result_type = F.BOOL if kind in ("any", "all") else t
+        out = bb.output(F.TensorType([splits, xnumel], result_type))
+        reduced = bb.add(F.ReduceROp(kind, value, result_type))
+        bb.store(reduced, out, X)  # partial (s, x) at s*xnumel + x: A's x
+        return reduced, out
+
+    def chunk_sum(v: SSAValue, t: Attribute) -> tuple[SSAValue, int]:
+        if v not in sums:
+            sums[v] = reduce("sum", vm[v], t)
+        return sums[v]
+
     for op in kernel.block.ops:
         if op in shape.element_stores:
             assert isinstance(op, F.StoreOp)
@@ -245,41 +306,56 @@ def partials_kernel(kernel: F.KernelOp, shape: Shape, splits: int) -> tuple[F.Ke
             continue
         if isinstance(op, F.StoreOp) or (op.results[0] in shape.after and not isinstance(op, F.ReduceROp)):
             continue  # the epilogue: kernel B's
+        if isinstance(op, F.ReduceROp) and op.result in moments:
+            v, t = moments[op.result][0], partial_type(op.result.type)
+            total, total_out = chunk_sum(v, t)
+            count = bb.add(F.SymbolicOp(chunk_count(rnumel, chunk, FloorDiv(X, xnumel), exact), F.I64))
+            count = bb.add(F.PointwiseOp("maximum", [bb.add(F.PointwiseOp("convert", [count], t)),
+                                                     bb.add(F.ConstantOp(1.0, t))], t))
+            centered = bb.add(F.PointwiseOp("sub", [vm[v], bb.add(F.PointwiseOp("div", [total, count], t))], t))
+            _, squares_out = reduce("sum", bb.add(F.PointwiseOp("mul", [centered, centered], t)), t)
+            partial_outputs[op.result] = [total_out, squares_out]
+            continue
         if isinstance(op, F.ReduceROp):
             kind, t = op.kind.data, partial_type(op.input.type)
-            value = vm[op.input]
-            padded_with_zero = value in masked and kind in ("sum", "any")  # a masked load gives 0 there
-            if t != op.input.type:
-                value = bb.add(F.PointwiseOp("convert", [value], t))
-            if valid is not None and not padded_with_zero:
-                value = bb.add(F.PointwiseOp("where", [valid, value, bb.add(F.ConstantOp(identity(kind, t), t))], t))
-            result_type = F.BOOL if kind in ("any", "all") else t
-            out = bb.output(F.TensorType([splits, xnumel], result_type))
-            bb.store(bb.add(F.ReduceROp(kind, value, result_type)), out, X)  # partial (s, x) at s*xnumel + x: A's x
+            made = chunk_sum(op.input, t) if kind == "sum" else reduce(kind, vm[op.input], t)
+            partial_outputs[op.result] = [made[1]]
             continue
         along_r = isinstance(op, F.LoadOp) and op.result in shape.per_r
         bb.clone(op, vm, mapping, valid if along_r else None)
         if along_r and valid is not None:
             masked.add(vm[op.result])
     partials = finish(bb, f"{kernel.sym_name.data}_split")
-    pairs = list(zip(bb.outputs, partials.outputs, strict=True))
-    return partials, [new for (_, old), new in pairs if old is None], {old: new for (_, old), new in pairs if old is not None}
+    return (partials, {r: [partials.outputs[i] for i in outs] for r, outs in partial_outputs.items()},
+            {old: new for (_, old), new in zip(bb.outputs, partials.outputs, strict=True) if old is not None})
 
 
-def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: list[SSAValue], splits: int) -> F.KernelOp:
-    """Kernel B: each reduction combines its S partials, then the original per-x epilogue and stores."""
-    xnumel, _ = kernel.domain_exprs
+def combine_kernel(kernel: F.KernelOp, shape: Shape, partials: Mapping[SSAValue, list[SSAValue]], splits: int,
+                   moments: Mapping[SSAValue, tuple[SSAValue, SSAValue]]) -> F.KernelOp:
+    """Kernel B: each reduction combines its S partials (a centered-squares one by Chan's formula around the
+    row's ``m``), then the original per-x epilogue and stores."""
+    xnumel, rnumel = kernel.domain_exprs
+    chunk = FloorDiv(rnumel + splits - 1, splits)
     bb = BodyBuilder([xnumel, splits])
     bb.map_inputs(kernel)
     outputs = {arg: bb.output(arg.type, result) for arg, result in zip(kernel.output_args, kernel.outputs, strict=True)
                if arg not in shape.element_buffers}
-    parts = iter(partials)
     vm: dict[SSAValue, SSAValue] = {}
     for op in kernel.block.ops:
         if isinstance(op, F.ReduceROp):
-            buffer = bb.buffer(next(parts))
-            loaded = bb.add(F.LoadOp(buffer, xnumel * R + X))
-            value = bb.add(F.ReduceROp(op.kind.data, loaded, loaded.type))
+            loaded = [bb.add(F.LoadOp(bb.buffer(p), xnumel * R + X)) for p in partials[op.result]]
+            if op.result in moments:
+                total, squares = loaded
+                t = partial_type(op.result.type)
+                count = bb.add(F.PointwiseOp("convert", [bb.add(F.SymbolicOp(
+                    chunk_count(rnumel, chunk, R, equal(chunk * splits, rnumel)), F.I64))], t))
+                mean = bb.add(F.PointwiseOp("div", [total, bb.add(F.PointwiseOp(
+                    "maximum", [count, bb.add(F.ConstantOp(1.0, t))], t))], t))
+                delta = bb.add(F.PointwiseOp("sub", [mean, vm[moments[op.result][1]]], t))
+                spread = bb.add(F.PointwiseOp("mul", [count, bb.add(F.PointwiseOp("mul", [delta, delta], t))], t))
+                value = bb.add(F.ReduceROp("sum", bb.add(F.PointwiseOp("add", [squares, spread], t)), t))
+            else:
+                value = bb.add(F.ReduceROp(op.kind.data, loaded[0], loaded[0].type))
             if value.type != op.result.type:
                 value = bb.add(F.PointwiseOp("convert", [value], op.result.type))
             vm[op.result] = value
@@ -361,8 +437,13 @@ class SplitReduction(RewritePattern):
             return
         assert isinstance(shape, Shape), "size_problem's other answer, \"\", returned above"
         splits = self.options.splits or self.auto_splits(op, outer)
-        if shape.phases <= 1:
-            self.split(op, shape, splits, rewriter)
+        moments = centered_squares(op, shape) if self.options.moments else None
+        if shape.phases <= 1 or moments:
+            if moments:
+                remarks.emit(PASS, "split-moments", f"{describe(op)}: its {len(moments)} sum(s) of squares around a "
+                             "per-row value, after the reductions that value needs, split as chunk-local sums and "
+                             "centered squares combined by Chan's formula: two kernels, not one per phase", op)
+            self.split(op, shape, splits, rewriter, moments or {})
             return
         phases, results = separate_phases(op, shape)
         remarks.emit(PASS, "split-phases", f"{describe(op)}: {shape.phases} reduction phases, each needing the one "
@@ -372,12 +453,13 @@ class SplitReduction(RewritePattern):
         for kernel in phases:
             one_phase = kernel_shape(kernel)
             assert isinstance(one_phase, Shape) and one_phase.phases == 1, "separate_phases leaves one phase each"
-            self.split(kernel, one_phase, splits, rewriter)
+            self.split(kernel, one_phase, splits, rewriter, {})
 
-    def split(self, op: F.KernelOp, shape: Shape, splits: int, rewriter: PatternRewriter) -> None:
+    def split(self, op: F.KernelOp, shape: Shape, splits: int, rewriter: PatternRewriter,
+              moments: Mapping[SSAValue, tuple[SSAValue, SSAValue]]) -> None:
         """``op`` -> its partials kernel and its combining kernel."""
-        partials, buffers, from_partials = partials_kernel(op, shape, splits)
-        combined = combine_kernel(op, shape, buffers, splits)
+        partials, buffers, from_partials = partials_kernel(op, shape, splits, moments)
+        combined = combine_kernel(op, shape, buffers, splits, moments)
         self.decided |= {partials, combined}
         (x, r), (px, pr) = op.domain_exprs, partials.domain_exprs
         remarks.emit(PASS, "split", f"[{print_expr(x)}, {print_expr(r)}] -> [{print_expr(px)}, {print_expr(pr)}] "
@@ -458,6 +540,7 @@ class SplitReductions(ModulePass):
     max_outer_xnumel: int = 8192
     splits: int = 0
     split_phases: bool = True  # false: reductions that need another's result (softmax, a variance) stay whole
+    moments: bool = True
 
     def __post_init__(self) -> None:
         if self.splits != 0 and (self.splits < 2 or self.splits & (self.splits - 1)):

@@ -12,7 +12,8 @@ from fusec.passes.split_reductions import SplitReductions, size_range
 from fusec.passes.vertical_fusion import VerticalFusion
 from fusec.registry import PASSES
 from fusec.runtime import compile_module, interpreter
-from fusec.testing import apply_passes, assert_same_results, graph_text, kernels, parse, print_ir, random_inputs, tensor_type
+from fusec.testing import (apply_passes, assert_same_results, graph_text, kernels, parse, print_ir, random_inputs,
+                           tensor_type, variance_graph)
 
 TOL = dict(atol=1e-4, rtol=1e-4)  # the split sums in another order
 
@@ -218,20 +219,59 @@ def test_dependent_phases_become_a_kernel_each_and_split(cols, symbols, sizes):
     assert notes[0].data["phases"] == 2
 
 
-def test_a_variance_after_its_mean_over_columns_splits_phase_by_phase():
-    # Batch norm's statistics over a channels-last [N*H*W, C] activation: column sums, mean then variance.
-    t, k, c = tensor_type("4096, 64"), tensor_type("1, 64"), tensor_type("")
-    module, notes = split(graph_text(f"%x : {t}", k, f"""
-    %s = fusec.reduce "sum" %x dims [0] keepdim : {t} -> {k}
-    %n = fusec.constant 4096.0 : {c}
-    %m = fusec.pointwise "div" %s, %n : ({k}, {c}) -> {k}
-    %d = fusec.pointwise "sub" %x, %m : ({t}, {k}) -> {t}
-    %q = fusec.pointwise "mul" %d, %d : ({t}, {t}) -> {t}
-    %v = fusec.reduce "sum" %q dims [0] keepdim : {t} -> {k}
-    %w = fusec.pointwise "div" %v, %n : ({k}, {c}) -> {k}
-    fusec.output %w : {k}""", symbolic=False), [{}], splits=8, tol=dict(atol=1e-4, rtol=1e-4))
+@pytest.mark.parametrize("shape,dim,symbols,sizes", [
+    ("4096, 64", 0, "", [{}]),  # channels-last batch norm: column sums
+    ("4999, 64", 0, "", [{}]),  # the last chunk short, and 7 of 128 chunks empty
+    ("2, 8192", 1, "", [{}]),  # rows
+    ("2, 5001", 1, "", [{}]),
+    ("2, s0", 1, "s0 in [4096, inf]", [{"s0": 4099}, {"s0": 6000}]),
+])
+def test_a_variance_after_its_mean_splits_as_chunk_moments_in_two_kernels(shape, dim, symbols, sizes):
+    # Chunk sums and centered squares in A, Chan's combination in B: the interpreter's results of the unsplit
+    # kernel (split() checks), masked and empty last chunks included.
+    module, notes = split(variance_graph(shape, dim, symbols), sizes)
+    a, b = kernels(module)
+    assert a.sym_name.data == b.sym_name.data + "_split" and len(a.outputs) == 2 and a.outputs[1] in b.inputs
+    assert a.is_outer_reduction == (dim == 0)
+    assert [n.code for n in notes] == ["split-moments", "split"]
+
+
+def test_chunk_moments_keep_a_variance_far_from_zero_mean_exact():
+    # Values around 1e4 with unit spread in fp32: sum(v^2) - n*mean^2 would lose every digit (1e8 * 4096 in
+    # fp32); chunk-local centering keeps the variance within fp32 rounding of the float64 answer.
+    gen = torch.Generator().manual_seed(3)
+    x = (1e4 + torch.randn(4999, 64, generator=gen, dtype=torch.float64)).float()
+    module, _ = split(variance_graph("4999, 64", 0, n="4999.0"), [{}], inputs=lambda env: [x])
+    mean, var = interpreter.run(module, [x])
+    expected = x.double().var(0, correction=0, keepdim=True)
+    torch.testing.assert_close(var.double(), expected, rtol=1e-4, atol=0)
+    torch.testing.assert_close(mean.double(), x.double().mean(0, keepdim=True), rtol=1e-6, atol=0)
+
+
+def test_a_variance_splits_phase_by_phase_without_moments():
+    module, notes = split(variance_graph("4096, 64", 0), [{}], splits=8, moments=False)
     assert len(kernels(module)) == 4 and all(k.is_outer_reduction for k in kernels(module)[::2])
     assert [n.code for n in notes] == ["split-phases", "split", "split"]
+
+
+def test_squares_around_a_value_from_another_row_are_not_moments():
+    # sum((x - max)^2) is still a sum of squares around a per-row value: moments apply (Chan's identity holds for
+    # any m); sum((x - m) * x) is not, and splits phase by phase.
+    t, k = tensor_type("2, 8192"), tensor_type("2, 1")
+    module, notes = split(graph_text(f"%x : {t}", k, f"""
+    %s = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
+    %d = fusec.pointwise "sub" %x, %s : ({t}, {k}) -> {t}
+    %q = fusec.pointwise "mul" %d, %x : ({t}, {t}) -> {t}
+    %v = fusec.reduce "sum" %q dims [1] keepdim : {t} -> {k}
+    fusec.output %v : {k}""", symbolic=False), [{}])
+    assert [n.code for n in notes] == ["split-phases", "split", "split"]
+    module, notes = split(graph_text(f"%x : {t}", k, f"""
+    %s = fusec.reduce "max" %x dims [1] keepdim : {t} -> {k}
+    %d = fusec.pointwise "sub" %x, %s : ({t}, {k}) -> {t}
+    %q = fusec.pointwise "mul" %d, %d : ({t}, {t}) -> {t}
+    %v = fusec.reduce "sum" %q dims [1] keepdim : {t} -> {k}
+    fusec.output %v : {k}""", symbolic=False), [{}], tol=dict(atol=1e-2, rtol=1e-4))
+    assert [n.code for n in notes] == ["split-moments", "split"] and len(kernels(module)) == 2
 
 
 def test_per_element_store_of_a_reduced_value_is_declined():

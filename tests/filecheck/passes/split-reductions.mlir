@@ -133,6 +133,36 @@ builtin.module {
     fusec.output %y : !fusec.tensor<[2, 8192], f32>
   }
 
+// Batch norm's statistics over a channels-last [N*H*W, C] activation: the mean, then the squares around it.
+// Chunk-local moments: A stores each chunk's sum and its squares around the chunk's own mean (the last of
+// 128 chunks of 40 rows is short: Min/Max count the rows inside), B combines them by Chan's formula around
+// the column's mean.  Two kernels, not four (moments=false: four); split-phases=false keeps one.
+// CHECK-LABEL: fusec.graph @batch_norm_statistics
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = fusec.kernel @fusec_red_sum_div_sub_mul_[[BN:[0-9]+]]_split [8192, 40] (%x) : {{.*}} -> (!fusec.tensor<[128, 64], f32>, !fusec.tensor<[128, 64], f32>)
+// CHECK:           %[[SUM:[0-9]+]] = fusec.reduce_r "sum"
+// CHECK:           fusec.symbolic min(40, max(0, 5000 - 40*floordiv(x, 64))) : i64
+// CHECK:           %[[DIFF:[0-9]+]] = fusec.pointwise "sub"
+// CHECK:           fusec.pointwise "mul" %[[DIFF]], %[[DIFF]]
+// CHECK:           fusec.store %[[SUM]], %{{[0-9]+}}[x] : !fusec.tensor<[128, 64], f32>
+// CHECK:         %m, %w = fusec.kernel @fusec_red_sum_div_sub_mul_[[BN]] [64, 128]
+// CHECK:           fusec.symbolic min(40, max(0, 5000 - 40*r)) : i64
+// CHECK:           fusec.reduce_r "sum"
+// CHECK-NOT:     fusec.kernel
+// CHECK:         fusec.output %m, %w
+// REMARK: remark: split-reductions: split-moments: @fusec_red_sum_div_sub_mul_{{[0-9]+}}: its 1 sum(s) of squares around a per-row value
+// NOPHASES-LABEL: fusec.graph @batch_norm_statistics
+// NOPHASES-NEXT:    %m, %w = fusec.kernel @fusec_red_sum_div_sub_mul_{{[0-9]+}} [64, 5000] (%x)
+  fusec.graph @batch_norm_statistics(%x : !fusec.tensor<[5000, 64], f32>) -> (!fusec.tensor<[1, 64], f32>, !fusec.tensor<[1, 64], f32>) {
+    %s = fusec.reduce "sum" %x dims [0] keepdim : !fusec.tensor<[5000, 64], f32> -> !fusec.tensor<[1, 64], f32>
+    %n = fusec.constant 5000.0 : !fusec.tensor<[], f32>
+    %m = fusec.pointwise "div" %s, %n : (!fusec.tensor<[1, 64], f32>, !fusec.tensor<[], f32>) -> !fusec.tensor<[1, 64], f32>
+    %d = fusec.pointwise "sub" %x, %m : (!fusec.tensor<[5000, 64], f32>, !fusec.tensor<[1, 64], f32>) -> !fusec.tensor<[5000, 64], f32>
+    %q = fusec.pointwise "mul" %d, %d : (!fusec.tensor<[5000, 64], f32>, !fusec.tensor<[5000, 64], f32>) -> !fusec.tensor<[5000, 64], f32>
+    %v = fusec.reduce "sum" %q dims [0] keepdim : !fusec.tensor<[5000, 64], f32> -> !fusec.tensor<[1, 64], f32>
+    %w = fusec.pointwise "div" %v, %n : (!fusec.tensor<[1, 64], f32>, !fusec.tensor<[], f32>) -> !fusec.tensor<[1, 64], f32>
+    fusec.output %m, %w : !fusec.tensor<[1, 64], f32>, !fusec.tensor<[1, 64], f32>
+  }
+
 // x - sum(x) over few long rows: the subtraction stays out of the sum (it would need the finished row),
 // which splits.  (split-reductions' own dependent-store decline: tests/passes/test_split_reductions.py, on rows
 // too short for reduction-fusion to keep them apart.)
