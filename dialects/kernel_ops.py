@@ -236,8 +236,6 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: the pointwise schedule is for, and only for, a 1-D domain")
         if schedule.kind == "tiled" and not self.is_tiled:
             raise VerifyException(f"{where}: the tiled schedule needs a tiled kernel")
-        if schedule.kind == "tiled" and isinstance(self.parent_op(), ComboOp):
-            raise VerifyException(f"{where}: a combo member cannot run tiled (a combo routes programs by row blocks)")
         if schedule.outer and schedule.kind not in ("persistent", "looped"):
             raise VerifyException(f"{where}: only a reduction (persistent or looped) can be outer")
         if (schedule.max_rblock is not None) != (schedule.kind == "looped"):

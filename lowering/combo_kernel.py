@@ -6,7 +6,7 @@ under a branch on the program id::
 
     pid = tl.program_id(0)
     num_blocks_0 = (xnumel_0 + XBLOCK_0 - 1) // XBLOCK_0
-    num_blocks_1 = num_blocks_0 + (xnumel_1 + XBLOCK_1 - 1) // XBLOCK_1
+    num_blocks_1 = num_blocks_0 + (xnumel_1 + XBLOCK_1 - 1) // XBLOCK_1  # a tiled member: x tiles * r tiles
     if pid < num_blocks_0:
         xoffset_0 = pid * XBLOCK_0              # sub-kernel 0, its names suffixed _0
         ...
@@ -90,7 +90,7 @@ class TritonCombo:
             constexprs[f"XBLOCK_{i}"] = cfg.xblock
             if m.rnumel is not None:
                 constexprs[f"RBLOCK_{i}"] = cfg.rblock
-            grid += shapes.ceil_div(x, cfg.xblock)
+            grid += m.kernel.programs(x, r)
             warps = max(warps, cfg.num_warps)
         return grid, constexprs, warps
 
@@ -124,7 +124,7 @@ class TritonCombo:
                     lines.append(site.int_variable(f"rnumel_{i}", m.rnumel))
                 lines.append(f"XBLOCK_{i}, RBLOCK_{i}, num_warps_{i} = {k.config_code(f'xnumel_{i}', f'rnumel_{i}')}")
                 warps.append(f"num_warps_{i}")
-            counts.append(f"(xnumel_{j} + XBLOCK_{j} - 1) // XBLOCK_{j}")
+            counts.append(k.programs_code(f"xnumel_{j}", f"rnumel_{j}", f"XBLOCK_{j}", f"RBLOCK_{j}"))
             blocks += [(f"XBLOCK_{i}", f"XBLOCK_{j}")] + ([(f"RBLOCK_{i}", f"RBLOCK_{j}")] if m.rnumel is not None else [])
         args = list(pointers) + [same.get(n, n) if n.startswith(("xnumel_", "rnumel_")) else site.py(e) for n, e in self.size_args]
         repeats = {c: counts.count(c) for c in counts}  # members sized alike: "4 * (blocks of one)"
@@ -141,7 +141,7 @@ class TritonCombo:
             cfg = m.config(x, r)
             sizes[f"xnumel_{i}"], sizes[f"rnumel_{i}"] = str(x), str(r)
             blocks += [(f"XBLOCK_{i}", str(cfg.xblock))] + ([(f"RBLOCK_{i}", str(cfg.rblock))] if m.rnumel is not None else [])
-            grid, warps = grid + shapes.ceil_div(x, cfg.xblock), max(warps, cfg.num_warps)
+            grid, warps = grid + m.kernel.programs(x, r), max(warps, cfg.num_warps)
         args = list(pointers) + [sizes.get(n) or site.py(e) for n, e in self.size_args]
         return [site.launch(self.name, str(grid), str(warps), args, len(pointers), blocks)] if grid else []
 
@@ -160,7 +160,7 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
                            options: LoweringOptions = LoweringOptions()) -> TritonCombo:
     """``lower_combo`` for independent kernels not (yet) in a ``fusec.combo`` (e.g. to time them both ways)."""
     bounds = dict(symbol_bounds(kernels[0]) if bounds is None else bounds)
-    lowered = [lower_kernel(k, size_hints, bounds, options, combo_member=True) for k in kernels]
+    lowered = [lower_kernel(k, size_hints, bounds, options) for k in kernels]
     inputs: list[SSAValue] = []
     for k in kernels:
         inputs += [v for v in k.inputs if v not in inputs]
@@ -200,8 +200,9 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     name = re.sub(r"\W", "_", combo_name)
     params = [*pointer_name.values(), *out_name.values(), *(n for n, _ in size_params), *(f"{c}: tl.constexpr" for c in constexprs)]
     lines = ["@triton.jit", f"def {name}({', '.join(params)}):", "    pid = tl.program_id(0)"]
-    for i in range(len(lowered)):
-        count = f"(xnumel_{i} + XBLOCK_{i} - 1) // XBLOCK_{i}"  # not tl.cdiv: a library @jit function the interpreter cannot call
+    for i, tk in enumerate(lowered):
+        # not tl.cdiv: a library @jit function the interpreter cannot call
+        count = tk.programs_code(f"xnumel_{i}", f"rnumel_{i}", f"XBLOCK_{i}", f"RBLOCK_{i}")
         lines.append(f"    num_blocks_{i} = {count}" if i == 0 else f"    num_blocks_{i} = num_blocks_{i - 1} + {count}")
     for i, (what, body) in enumerate(branches):
         lines.append(f"    {'if' if i == 0 else 'elif'} pid < num_blocks_{i}:")

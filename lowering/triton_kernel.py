@@ -14,8 +14,8 @@ records it; for IR without one, ``kernel_schedule`` runs the same decision, from
   1-D grid of ``cdiv(xnumel, XBLOCK) * cdiv(rnumel, RBLOCK)`` programs; the body is
   straight-line like a persistent reduction's.  Loads contiguous along x and loads
   contiguous along r (a transpose) both coalesce; broadcast operands load once per
-  tile row or column.  A tiled kernel inside a combo (which ``tile-pointwise`` never
-  makes) is lowered as a reduction domain without reductions: correct, not tiled.
+  tile row or column.  Inside a combo a tiled kernel keeps its tiles: the combo gives it
+  a range of program ids, a tile each.
 * persistent reduction: a program holds ``XBLOCK`` whole rows, ``RBLOCK`` >= rnumel;
   the body is one straight block, reductions are ``tl.sum(..., 1)`` and friends.
 * looped reduction: each reduction *phase* is one ``for roffset`` loop that
@@ -100,6 +100,11 @@ class TritonKernel:
         """Host code for ``config`` of the sizes in variables ``xnumel`` and ``rnumel``."""
         return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
 
+    def programs_code(self, xnumel: str, rnumel: str, xblock: str, rblock: str) -> str:
+        """Host (and Triton) code for ``programs`` of sizes and blocks in these variables."""
+        rows = f"({xnumel} + {xblock} - 1) // {xblock}"
+        return f"{rows} * (({rnumel} + {rblock} - 1) // {rblock})" if self.kind == "tiled" else rows
+
     def programs(self, xnumel: int, rnumel: int = 1) -> int:
         """Programs one launch runs for these sizes (its 1-D grid): a row block each, a tile each when tiled."""
         cfg = self.config(xnumel, rnumel)
@@ -127,9 +132,7 @@ class TritonKernel:
             targets = "XBLOCK, _, num_warps" if self.kind == "pointwise" else "XBLOCK, RBLOCK, num_warps"
             lines.append(f"{targets} = {self.config_code('xnumel', 'rnumel')}")
             blocks = [("XBLOCK", "XBLOCK")] + ([("RBLOCK", "RBLOCK")] if reduction else [])
-            grid, warps = "(xnumel + XBLOCK - 1) // XBLOCK", "num_warps"
-            if self.kind == "tiled":  # one grid dimension: a program per tile
-                grid += " * ((rnumel + RBLOCK - 1) // RBLOCK)"
+            grid, warps = self.programs_code("xnumel", "rnumel", "XBLOCK", "RBLOCK"), "num_warps"  # a program a tile
         args += [site.py(e) for name, e in self.size_args if name not in ("xnumel", "rnumel")]
         lines.append(site.launch(self.name, grid, warps, args, len(pointers), blocks))
         return lines
@@ -183,7 +186,7 @@ class KernelBody:
 
 def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
                     bounds: Mapping[str, tuple[float, float]] | None = None,
-                    options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> tuple[F.KernelSchedule, str]:
+                    options: LoweringOptions = LoweringOptions()) -> tuple[F.KernelSchedule, str]:
     """The schedule and name ``kernel`` is lowered with: what ``schedule-kernels`` recorded, else its decision now.
 
     Options, hints and bounds serve only the decision for a kernel without a recorded
@@ -194,27 +197,24 @@ def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = N
         name = kernel.sym_name.data
         if not name.isidentifier():
             raise LoweringError(f"fusec.kernel @{name}: a scheduled kernel's name must be a Python identifier")
-        if recorded.kind == "tiled" and combo_member:
-            raise LoweringError(f"fusec.kernel @{name}: a tiled kernel cannot be lowered into a combo")
         return recorded, name
     bounds = dict(symbol_bounds(kernel) if bounds is None else bounds)
     for sym, hint in (size_hints or {}).items():
         lo, hi = bounds.get(sym, (1, math.inf))
         bounds[sym] = (lo, max(hi, hint))  # stay correct for the example sizes
-    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock, combo_member)
+    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock)
 
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
                  bounds: Mapping[str, tuple[float, float]] | None = None,
-                 options: LoweringOptions = LoweringOptions(), combo_member: bool = False) -> TritonKernel:
+                 options: LoweringOptions = LoweringOptions()) -> TritonKernel:
     """The Triton module source for ``kernel``, as its recorded schedule says (see ``kernel_schedule``).
 
     ``bounds`` default to the enclosing graph's symbol declarations.  ``size_hints``
     (symbol -> example value) are used only where a decision may not depend on them
     for correctness: nothing in the source is sized from a hint.
-    ``combo_member``: the kernel is inlined into a combo (a tiled kernel then lowers untiled).
     """
-    schedule, name = kernel_schedule(kernel, size_hints, bounds, options, combo_member)
+    schedule, name = kernel_schedule(kernel, size_hints, bounds, options)
     return _KernelWriter(kernel, schedule, name).lower()
 
 

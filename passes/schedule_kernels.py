@@ -4,9 +4,8 @@ In:  a graph after the fusion passes, combo-grouping and tile-pointwise.
 Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
      (``fusec.KernelSchedule``) and its final name as ``sym_name``:
 
-* kind: ``pointwise`` (1-D domain); ``tiled`` (a ``tiled`` kernel outside a combo: a
-  combo routes its programs by row blocks, so a tiled member runs as a reduction domain
-  without reductions); ``persistent`` when rnumel is provably at most
+* kind: ``pointwise`` (1-D domain); ``tiled`` (a ``tiled`` kernel, in a combo or not: a
+  combo gives a tiled member a program per tile); ``persistent`` when rnumel is provably at most
   ``persistent-threshold`` (its upper bound under the symbols' declared bounds, not a
   hint: the source must serve every size the symbols admit; an outer reduction at most
   ``OUTER_PERSISTENT_MAX``, since whole long columns in a tile leave too few columns to
@@ -61,11 +60,10 @@ def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
     return {} if op is None else op.symbol_bounds
 
 
-def schedule_kind(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int, combo_member: bool = False) -> str:
+def schedule_kind(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int) -> str:
     if not kernel.is_reduction:
         return "pointwise"
-    in_combo = combo_member or isinstance(kernel.parent_op(), F.ComboOp)
-    if kernel.is_tiled and not in_combo:
+    if kernel.is_tiled:
         return "tiled"
     _, hi = value_range(kernel.domain_exprs[1], bounds)
     limit = persistent_threshold
@@ -104,12 +102,9 @@ def kernel_name(base: str, kind: str) -> str:
 
 
 def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
-                    max_rblock: int = DEFAULT_MAX_RBLOCK, combo_member: bool = False) -> tuple[F.KernelSchedule, str]:
-    """The schedule of ``kernel`` for sizes within ``bounds``, and its final name.
-
-    ``combo_member``: the kernel is lowered into a combo although it is not (yet) in a ``fusec.combo``.
-    """
-    kind = schedule_kind(kernel, bounds, persistent_threshold, combo_member)
+                    max_rblock: int = DEFAULT_MAX_RBLOCK) -> tuple[F.KernelSchedule, str]:
+    """The schedule of ``kernel`` for sizes within ``bounds``, and its final name."""
+    kind = schedule_kind(kernel, bounds, persistent_threshold)
     index = "int64" if needs_int64(kernel, bounds) else "int32"
     outer = kind in ("persistent", "looped") and kernel.is_outer_reduction
     schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None)

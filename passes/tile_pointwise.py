@@ -1,8 +1,8 @@
 """tile-pointwise: pointwise kernels whose flat loads would be uncoalesced become 2-D tiles.
 
-In:  a graph after the fusion passes and combo-grouping (members of a ``fusec.combo``
-     stay flat: a combo routes its programs by row blocks).
-Out: some top-level pointwise kernels ``[xnumel]`` rewritten as ``tiled`` kernels over
+In:  a graph after the fusion passes and combo-grouping.
+Out: some pointwise kernels ``[xnumel]``, combo members included (a combo gives a tiled
+     member a program per tile), rewritten as ``tiled`` kernels over
      ``[xnumel/W, W]``, with ``x := W*x + r`` in every index (the new ``x`` runs over
      rows, ``r`` over the W columns of a row).  Same name, same buffers, same results.
 
@@ -280,7 +280,7 @@ class TileKernel(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: F.KernelOp, rewriter: PatternRewriter, /) -> None:
-        if op.is_reduction or not isinstance(op.parent_op(), F.GraphOp) or op.domain_exprs[0] == 0:
+        if op.is_reduction or not isinstance(op.parent_op(), (F.GraphOp, F.ComboOp)) or op.domain_exprs[0] == 0:
             return
         plan, why = choose_tiling(op, self.broadcasts)
         left = strided_accesses(op)

@@ -11,10 +11,17 @@ import test_triton_kernel as cases
 import torch
 from kernel_cases import LOOPED, PERSISTENT
 
+from fusec.dialects import fusec as F
 from fusec.lowering.triton_kernel import LoweringOptions
+from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
+from fusec.passes.reduction_fusion import ReductionFusion
+from fusec.passes.schedule_kernels import ScheduleKernels
+from fusec.passes.split_reductions import SplitReductions
+from fusec.passes.tile_pointwise import TilePointwise
+from fusec.passes.vertical_fusion import VerticalFusion
 from fusec.runtime import compile_module, interpreter
-from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
+from fusec.testing import apply_passes, assert_same_results, parse, random_inputs, variance_graph
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -99,3 +106,35 @@ def test_tiled_graphs_on_the_gpu(name):
         inputs = random_inputs(reference, {"s0": s0, "s1": s1}, seed=s1)
         got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
         assert_same_results(interpreter.run(reference, inputs), got)
+
+
+def test_tiled_combo_members_on_the_gpu():
+    module = apply_passes(parse(tiled.TRANSPOSES_IN_A_COMBO), FormKernels(),
+                          ComboGrouping(size_hints=("s0=1024", "s1=1024")), TilePointwise(), ScheduleKernels())
+    assert sum(k.is_tiled for k in module.walk() if isinstance(k, F.KernelOp)) == 2
+    compiled = compile_module(module, {"s0": 1024, "s1": 1024})
+    for s0, s1 in [(1, 7), (33, 65), (1024, 3000), (3000, 1024)]:
+        inputs = random_inputs(module, {"s0": s0, "s1": s1}, seed=s0)
+        x, y, z = inputs
+        got = [t.cpu() for t in compiled([t.cuda() for t in inputs])]
+        assert_same_results([x.t() + y, z.t().exp(), z * z], got, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- split reductions: chunk-local moments
+
+
+@pytest.mark.parametrize("shape,dim", [("200704, 64", 0), ("64, 200704", 1), ("s0, 64", 0)])
+def test_batch_norm_statistics_as_chunk_moments_on_the_gpu(shape, dim):
+    """A variance after its mean split as chunk moments (two kernels): eager's float64 answer, on values far
+    from zero (1e3 + N(0, 1)) where the sum of squares minus n mean^2 would lose the variance."""
+    text = variance_graph(shape, dim, "s0 in [4096, inf]" if "s0" in shape else "", n="200704.0")
+    module = apply_passes(parse(text), FormKernels(), VerticalFusion(), ReductionFusion(), SplitReductions(),
+                          ScheduleKernels())
+    assert len([k for k in module.walk() if isinstance(k, F.KernelOp)]) == 2
+    compiled = compile_module(module, {"s0": 200704})
+    gen = torch.Generator().manual_seed(0)
+    x = 1e3 + torch.randn([200704, 64] if dim == 0 else [64, 200704], generator=gen, dtype=torch.float64)
+    mean, var = [t.cpu().double() for t in compiled([x.float().cuda()])]
+    xf = x.float().double()
+    torch.testing.assert_close(mean, xf.mean(dim, keepdim=True), rtol=1e-6, atol=0)
+    torch.testing.assert_close(var, xf.var(dim, correction=0, keepdim=True), rtol=1e-3, atol=0)

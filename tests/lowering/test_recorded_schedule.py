@@ -39,9 +39,10 @@ def test_a_scheduled_name_must_be_an_identifier():
         lower_kernel(_kernel(text))
 
 
-def test_a_tiled_kernel_is_no_combo_member():
+def test_a_tiled_kernel_keeps_its_tiles_in_a_combo():
     text = ROW_SUM_TEXT.replace("[s0, 37] (", "[s0, 37] tiled schedule(tiled, int32) (").replace(
         """      %s = fusec.reduce_r "sum" %v : f32 -> f32
       fusec.store %s, %out0[x]""", """      fusec.store %v, %out0[x]""")
-    with pytest.raises(LoweringError, match="cannot be lowered into a combo"):
-        lower_kernels_as_combo("c", [_kernel(text)])
+    combo = lower_kernels_as_combo("c", [_kernel(text)])
+    assert [m.kernel.kind for m in combo.members] == ["tiled"]
+    assert combo.launch_plan({"s0": 100})[0] == combo.members[0].kernel.programs(100, 37)

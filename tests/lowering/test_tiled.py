@@ -11,7 +11,9 @@ from fusec.analysis import heuristics
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import lower_graph
 from fusec.lowering.triton_kernel import lower_kernel
+from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
+from fusec.passes.schedule_kernels import ScheduleKernels
 from fusec.passes.tile_pointwise import TilePointwise
 from fusec.runtime import compile_module, interpreter
 from fusec.testing import apply_passes, assert_same_results, parse, random_inputs
@@ -125,16 +127,48 @@ def test_index_dtype_follows_the_bounds(symbols, index):
     torch.testing.assert_close(compiled([x, y])[0], x.t() + y)
 
 
-def test_a_tiled_kernel_in_a_combo_lowers_untiled():
+def test_a_tiled_kernel_in_a_combo_keeps_a_program_per_tile():
     kernel_text = TRANSPOSE_ADD.split("fusec.kernel", 1)[1].rsplit("fusec.output", 1)[0].rstrip().rstrip("}")
     text = TRANSPOSE_ADD.replace("%k = fusec.kernel" + kernel_text + "}",
                                  "%k = fusec.combo @fusec_combo_0 : (!fusec.tensor<[s1, s0], f32>) {\n"
                                  "      %t = fusec.kernel" + kernel_text + "}\n      fusec.output %t : !fusec.tensor<[s1, s0], f32>\n    }")
     module, compiled = compile_text(text, {"s0": 8, "s1": 8})
     (combo,) = compiled.kernels
-    assert "tiled" not in {m.kernel.kind for m in combo.members}
-    x, y = randn(9, 5, seed=7), randn(5, 9, seed=8)
-    torch.testing.assert_close(compiled([x, y])[0], x.t() + y)
+    assert [m.kernel.kind for m in combo.members] == ["tiled"]
+    assert "num_blocks_0 = (xnumel_0 + XBLOCK_0 - 1) // XBLOCK_0 * ((rnumel_0 + RBLOCK_0 - 1) // RBLOCK_0)" in combo.source
+    for s0, s1 in RAGGED:
+        x, y = randn(s0, s1, seed=s0), randn(s1, s0, seed=s1)
+        torch.testing.assert_close(compiled([x, y])[0], x.t() + y)
+
+
+# Two transposes and a flat kernel, independent: one combo, the transposed members tiled (a program a tile),
+# the flat one in row blocks after them.
+TRANSPOSES_IN_A_COMBO = """builtin.module {
+  fusec.graph @g(%x : !fusec.tensor<[s0, s1], f32>, %y : !fusec.tensor<[s1, s0], f32>, %z : !fusec.tensor<[s0, s1], f32>) -> (!fusec.tensor<[s1, s0], f32>, !fusec.tensor<[s1, s0], f32>, !fusec.tensor<[s0, s1], f32>) symbols(s0 in [1, inf], s1 in [1, inf]) {
+    %t = fusec.permute %x [1, 0] : !fusec.tensor<[s0, s1], f32> -> !fusec.tensor<[s1, s0], f32, strides [1, s1]>
+    %a = fusec.pointwise "add" %t, %y : (!fusec.tensor<[s1, s0], f32, strides [1, s1]>, !fusec.tensor<[s1, s0], f32>) -> !fusec.tensor<[s1, s0], f32>
+    %u = fusec.permute %z [1, 0] : !fusec.tensor<[s0, s1], f32> -> !fusec.tensor<[s1, s0], f32, strides [1, s1]>
+    %e = fusec.pointwise "exp" %u : (!fusec.tensor<[s1, s0], f32, strides [1, s1]>) -> !fusec.tensor<[s1, s0], f32>
+    %m = fusec.pointwise "mul" %z, %z : (!fusec.tensor<[s0, s1], f32>, !fusec.tensor<[s0, s1], f32>) -> !fusec.tensor<[s0, s1], f32>
+    fusec.output %a, %e, %m : !fusec.tensor<[s1, s0], f32>, !fusec.tensor<[s1, s0], f32>, !fusec.tensor<[s0, s1], f32>
+  }
+}"""
+
+
+@pytest.mark.parametrize("hints", [{"s0": 32, "s1": 32}, None], ids=["symbolic", "static"])
+def test_tile_pointwise_tiles_combo_members(hints):
+    text = TRANSPOSES_IN_A_COMBO
+    if hints is None:  # the static form: the sizes written in
+        text = text.replace("s0", "70").replace("s1", "33").replace(" symbols(70 in [1, inf], 33 in [1, inf])", "")
+    module = apply_passes(parse(text), FormKernels(), ComboGrouping(size_hints=("s0=64", "s1=64")), TilePointwise(), ScheduleKernels())
+    (combo,) = [op for op in module.walk() if isinstance(op, F.ComboOp)]
+    assert sorted(k.schedule.kind for k in combo.kernels) == ["pointwise", "tiled", "tiled"]
+    compiled = compile_module(module, hints)
+    assert [k.name for k in compiled.kernels] == [combo.sym_name.data]
+    for seed, (s0, s1) in enumerate(RAGGED if hints else [(70, 33)]):
+        inputs = random_inputs(parse(text), {"s0": s0, "s1": s1}, seed=seed)
+        x, y, z = inputs
+        assert_same_results([x.t() + y, z.t().exp(), z * z], compiled(inputs))
 
 
 # ---------------------------------------------------------------- graphs through tile-pointwise

@@ -111,8 +111,8 @@ builtin.module {
 // NOBCAST:       fusec.kernel @fusec_poi_mul_4 [64*s0] (%x, %b)
 // NOBCAST:       fusec.load %{{.*}}[floordiv(x, 64)]
 
-// Members of a combo stay flat (a combo routes its programs by row blocks); kernels outside combos are tiled.
+// Members of a combo are tiled like kernels outside combos (the combo gives a tiled member a program a tile).
 // COMBO:       fusec.kernel @fusec_poi_add_1 [s1, s0] tiled
 // COMBO:       fusec.combo @fusec_combo_0
-// COMBO-NEXT:    fusec.kernel @fusec_poi_mul_3 [64*s0] (%x, %w)
-// COMBO:         fusec.kernel @fusec_poi_mul_4 [64*s0] (%x, %b)
+// COMBO-NEXT:    fusec.kernel @fusec_poi_mul_3 [s0, 64] tiled (%x, %w)
+// COMBO:         fusec.kernel @fusec_poi_mul_4 [s0, 64] tiled (%x, %b)
