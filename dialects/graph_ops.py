@@ -66,6 +66,10 @@ __all__ = [
 DEVICE_MARK = "fusec.device"
 FLOAT32_MATMUL_PRECISION_MARK = "fusec.float32_matmul_precision"
 CUDNN_ALLOW_TF32_MARK = "fusec.cudnn_allow_tf32"
+# Inputs a call writes (a batch norm's running statistics, kept in the graph by AOTAutograd):
+# ``[[input, output, in_place], ...]``: after a call, graph input ``input`` holds output ``output``'s value;
+# ``in_place`` (1: decided by the mutate-in-place pass) has the output's kernel store it straight into the input.
+INPUT_MUTATIONS = "fusec.input_mutations"
 
 
 @irdl_op_definition
@@ -113,6 +117,21 @@ class GraphOp(IRDLOperation):
         if not isinstance(attr, IntegerAttr):
             return None
         return bool(attr.value.data) if attr.type == i1 else attr.value.data  # i1's true is -1 as a signed value
+
+    @property
+    def input_mutations(self) -> list[tuple[int, int, bool]]:
+        """(input, output, in place) for each input a call writes (``INPUT_MUTATIONS``)."""
+        attr = self.attributes.get(INPUT_MUTATIONS)
+        if not isinstance(attr, ArrayAttr):
+            return []
+        return [(e.data[0].value.data, e.data[1].value.data, bool(e.data[2].value.data)) for e in attr.data]
+
+    def set_input_mutations(self, mutations: Sequence[tuple[int, int, bool]]) -> None:
+        if not mutations:
+            self.attributes.pop(INPUT_MUTATIONS, None)
+            return
+        self.attributes[INPUT_MUTATIONS] = ArrayAttr([ArrayAttr([IntegerAttr(i, 64), IntegerAttr(o, 64), IntegerAttr(int(p), 64)])
+                                                      for i, o, p in mutations])
 
     @property
     def declared_symbols(self) -> dict[str, SymbolAttr]:
@@ -185,6 +204,7 @@ class GraphOp(IRDLOperation):
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: must end with fusec.output")
         if [v.type for v in last.values] != list(self.function_type.outputs.data):
             raise VerifyException(f"fusec.graph @{self.sym_name.data}: fusec.output types do not match the declared outputs")
+        _check_mutations(self)
         declared = set(self.declared_symbols)
         definitions = self.symbol_definitions
         for name, definition in definitions.items():
@@ -210,6 +230,24 @@ class GraphOp(IRDLOperation):
                 if name not in declared:
                     raise VerifyException(f"{op.name}: size symbol '{name}' in {value} is not declared by "
                                           f"fusec.graph @{self.sym_name.data}")
+
+
+def _check_mutations(graph: GraphOp) -> None:
+    """Each input written once, from an output of its own type where the write is in place."""
+    where = f"fusec.graph @{graph.sym_name.data}: {INPUT_MUTATIONS}"
+    attr = graph.attributes.get(INPUT_MUTATIONS)
+    if attr is not None and not (isinstance(attr, ArrayAttr) and all(
+            isinstance(e, ArrayAttr) and len(e.data) == 3 and all(isinstance(x, IntegerAttr) for x in e.data) for e in attr.data)):
+        raise VerifyException(f"{where} must be a list of [input, output, in_place] integer triples")
+    inputs, outputs = graph.function_type.inputs.data, graph.function_type.outputs.data
+    written = [i for i, _, _ in graph.input_mutations]
+    if len(set(written)) != len(written):
+        raise VerifyException(f"{where} writes an input twice")
+    for i, o, in_place in graph.input_mutations:
+        if not (0 <= i < len(inputs) and 0 <= o < len(outputs)):
+            raise VerifyException(f"{where}: [{i}, {o}] names no input or no output")
+        if in_place and inputs[i] != outputs[o]:
+            raise VerifyException(f"{where}: output {o} is written into input {i} in place, but its type differs")
 
 
 def find_graph(module: Operation, name: str | None = None) -> GraphOp:

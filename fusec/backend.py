@@ -133,6 +133,9 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
         # Recompute cheap pointwise ops in the backward rather than save them:
         # fusion makes recomputation nearly free and saved tensors cost memory.
         partition_fn=min_cut_rematerialization_partition,
+        # Inputs the graph writes (a batch norm's running statistics) stay in the graph as copy_ nodes: their
+        # kernels store the new values into the inputs (mutate-in-place), not AOTAutograd's copies after the call.
+        keep_inference_input_mutations=True,
     )(gm, example_inputs)
 
 
@@ -317,14 +320,25 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
 
 
 def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[torch.Tensor]]):
-    """AOTAutograd's calling convention: one list of arguments (ours to clear), a list of outputs."""
+    """AOTAutograd's calling convention: one list of arguments (ours to clear), a list of outputs.  An input the
+    graph writes (``info.mutations``) receives its new value here unless the launcher stored it there in place."""
+    written = [(j, k) for j, k in info.mutations]
+
+    def write_inputs(targets: list, outputs: Sequence[torch.Tensor]) -> None:
+        for target, (_, k) in zip(targets, written, strict=True):
+            if outputs[k] is not target:
+                target.copy_(outputs[k])
+
     if info.carriers or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
         def run(args: list) -> list:
             symbols = info.bind_symbols(args)
             tensors = info.tensor_inputs(args, symbols)
             passed = {i: args[i] for i in info.passed_inputs}
+            targets = [args[j] for j, _ in written]
             args.clear()  # let the inputs die as early as the graph allows
-            return info.assemble_outputs(list(execute(tensors)), symbols, passed)
+            outputs = list(execute(tensors))
+            write_inputs(targets, outputs)
+            return info.assemble_outputs(outputs, symbols, passed)
     else:  # the common case, kept to a few list operations per call: no symbol is needed outside the graph
         taken = [i for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
         picked = [slot.index for slot in info.outputs]
@@ -333,8 +347,11 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             tensors = [args[i] for i in taken]
             if info.constants:
                 tensors += info.constants_on(tensors[0].device if tensors else info.device)
+            targets = [args[j] for j, _ in written] if written else None
             args.clear()
             outputs = execute(tensors)
+            if targets:
+                write_inputs(targets, outputs)
             return [outputs[i] for i in picked]
 
     setattr(run, "_boxed_call", True)  # noqa: B010 -- AOTAutograd's flag on a function object, unknown to the type checker

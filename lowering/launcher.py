@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import sympy
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from fusec.analysis import collectives, heuristics
 from fusec.analysis.bind_plan import InputMismatch, bind_plan
@@ -166,6 +166,12 @@ class _LauncherWriter:
         # kernel -> (checked pointers, runtime ints, constexprs, the pointers' element types)
         self.sites: dict[str, tuple[set[int], set[int], set[int], tuple[str, ...]]] = {}
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
+        # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
+        self.in_place: dict[SSAValue, int] = {}
+        for i, o, in_place in graph.input_mutations:
+            v = graph.output_op.operands[o]
+            if in_place:  # a combo's result: the member's, which the launcher allocates
+                self.in_place[v.op.output_op.operands[v.index] if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp) else v] = i
 
     def py(self, e: sympy.Expr) -> str:
         """Host code for a size expression; remembers the symbols it needs bound."""
@@ -182,11 +188,16 @@ class _LauncherWriter:
         return name
 
     def allocate(self, value: SSAValue) -> str:
-        """The line allocating a new (aligned) buffer for a kernel's output ``value``."""
+        """The line allocating a new (aligned) buffer for a kernel's output ``value``: the input itself where the
+        kernel stores an input's new value in place (the input as the prologue aligned it; ``in_place_writes``
+        copies it back where the prologue had to copy the caller's tensor)."""
         name = self.new_buffer(value)
         self.aligned.add(name)
         t = tensor_type_of(value)
         self.layouts[name] = _declared(t)
+        if value in self.in_place:
+            self.given.add(f"arg{self.in_place[value]}")
+            return f"{name} = arg{self.in_place[value]}"
         return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
                 f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
 
@@ -208,7 +219,7 @@ class _LauncherWriter:
         for i, op in enumerate(ops):
             if isinstance(op, F.OutputOp):
                 alias_lines, aliases = self.output_aliases(op.values)
-                body += alias_lines
+                body += alias_lines + self.in_place_writes(op, aliases)
                 body.append(f"return [{', '.join(aliases.get(v, self.names[v]) for v in op.values)}]")
                 break
             body += self.op_lines(op)
@@ -379,6 +390,17 @@ class _LauncherWriter:
         start = op.start.data
         end = start + step * (t.dims[d] - 1) + 1
         return f"_slice({src}, {d}, {self.py(start)}, {self.py(end)}, {step})"
+
+    def in_place_writes(self, op: F.OutputOp, aliases: dict[SSAValue, str]) -> list[str]:
+        """Outputs stored into inputs in place are returned as the caller's tensors (the backend then copies nothing);
+        where the prologue replaced a misaligned input by an aligned copy, the kernel wrote the copy: copied back."""
+        lines = []
+        for i, o, in_place in self.graph.input_mutations:
+            if in_place:
+                buffer, given = self.names[op.values[o]], f"given_arg{i}"
+                lines += [f"if {buffer} is not {given}:", f"    {given}.copy_({buffer})"]
+                aliases[op.values[o]] = given
+        return lines
 
     def output_aliases(self, values) -> tuple[list[str], dict[SSAValue, str]]:
         """Outputs that are views of an input, taken from the input as the caller passed it.

@@ -94,6 +94,8 @@ class ImportInfo:
     device: torch.device = torch.device("cpu")  # where the FX graph's tensors live
     constants_stay: tuple[bool, ...] = ()  # per constant: read only by torch calls on its own device (eager's CPU math)
     definitions: dict[str, sympy.Expr] = field(default_factory=dict)  # derived size symbols (derived_sizes)
+    # (FX argument, graph output): after a call the argument holds the output's value (AOTAutograd's input mutations)
+    mutations: tuple[tuple[int, int], ...] = ()
     _moved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tensor_inputs(self, args: Sequence, symbols: dict[str, int] | None = None) -> list[torch.Tensor]:
@@ -251,6 +253,7 @@ class GraphImporter(GraphBuilder):
         self.constants: list[torch.Tensor] = []
         self.constants_stay: list[bool] = []
         self._laid_out_outputs: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
+        self._copies: list[tuple[torch.fx.Node, object]] = []  # (input written, value): ``copy_`` nodes
 
     # ---- driving
 
@@ -275,10 +278,12 @@ class GraphImporter(GraphBuilder):
                     self._call(node)
                 elif node.op == "output":
                     output_slots = self._output(node, outputs)
+                    mutations = self._mutations(outputs)
                 elif node.op != "placeholder":
                     raise UnsupportedGraph(f"FX node {node.name}: '{node.op}' nodes are not aten graphs (run AOTAutograd first)")
         output_op = F.OutputOp(outputs)
         output_op.location = self._location
+        mutations = locals().get("mutations", [])
         self.block.add_op(output_op)
         symbols = self._declared_symbols()
         definitions = {s: d for s, d in self.derived_sizes.definitions.items() if s in symbols}
@@ -288,6 +293,7 @@ class GraphImporter(GraphBuilder):
                           [F.SymbolAttr(s, *bounds, definitions.get(s), hints.get(s)) for s, bounds in symbols.items()],
                           Region(self.block),
                           [F.SizeFactAttr(*f) for f in facts if shapes.free_size_symbols(f) <= symbols.keys()])
+        graph.set_input_mutations([(self.slots[j].index, k, False) for j, k in mutations])
         # Passes see no Python objects: the device type (what pad-matmuls decides by) rides on the graph.
         graph.attributes[F.DEVICE_MARK] = StringAttr(self.device.type)
         if self.device.type != "cpu":  # whether fp32 matmuls and convolutions may use TF32 tensor cores
@@ -295,7 +301,7 @@ class GraphImporter(GraphBuilder):
             graph.attributes[F.CUDNN_ALLOW_TF32_MARK] = IntegerAttr.from_bool(torch.backends.cudnn.allow_tf32)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
-                          self.device, tuple(self.constants_stay), definitions)
+                          self.device, tuple(self.constants_stay), definitions, tuple(mutations))
         try:
             info.plan.require(symbols)
         except UnboundSymbol as e:
@@ -353,6 +359,11 @@ class GraphImporter(GraphBuilder):
             return
         if not isinstance(target, torch._ops.OpOverload):
             raise UnsupportedGraph(f"FX node {node.name}: {target} is not an aten op")
+        written = node.args[0] if node.args else None
+        if (target is torch.ops.aten.copy_.default and not node.users and isinstance(written, torch.fx.Node)
+                and written.op == "placeholder" and isinstance(self.values.get(written), SSAValue)):
+            self._copies.append((written, node.args[1]))  # AOTAutograd's input mutation: written after the call
+            return
         if target._schema.is_mutable:
             raise UnsupportedGraph(f"FX node {node.name}: {target} mutates its inputs (fusec imports functional graphs)")
         self.values[node] = lower_call(self, node)
@@ -380,6 +391,26 @@ class GraphImporter(GraphBuilder):
             else:
                 raise UnsupportedGraph(f"graph output {r} is a {type(v).__name__}")
         return slots
+
+    def _mutations(self, outputs: list[SSAValue]) -> list[tuple[int, int]]:
+        """(FX argument, graph output) for each input the graph writes (``copy_(input, value)`` at its end, from
+        AOTAutograd's ``keep_inference_input_mutations``).  A value of the input's shape and element type becomes an
+        output of its own in the input's layout (an identity the fusion passes fold into the kernel computing it,
+        which mutate-in-place may then have store into the input itself); any other is handed to ``copy_``."""
+        found = []
+        for written, value_node in self._copies:
+            value = self.value(value_node) if isinstance(value_node, torch.fx.Node) else value_node
+            if not isinstance(value, SSAValue):
+                raise UnsupportedGraph(f"copy_ into {written.name}: its value is a {type(value).__name__}, not a tensor")
+            written_value = self.values[written]
+            assert isinstance(written_value, SSAValue), "_call records copies into tensor inputs only"
+            target, given = tensor_type_of(written_value), tensor_type_of(value)
+            if (list(target.dims) == list(given.dims) and target.element_type == given.element_type
+                    and shapes.dense_dim_order(target.dims, target.layout) is not None):
+                value = self.emit_value(F.PointwiseOp("identity", [value], target))
+            outputs.append(value)
+            found.append((self._placeholders.index(written), len(outputs) - 1))
+        return found
 
     def _laid_out(self, v: SSAValue, order: tuple[int, ...]) -> SSAValue:
         """``v`` copied into eager's layout (dims ``order``, outermost first): an identity the fusion passes fold

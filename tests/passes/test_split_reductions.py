@@ -12,8 +12,17 @@ from fusec.passes.split_reductions import SplitReductions, size_range
 from fusec.passes.vertical_fusion import VerticalFusion
 from fusec.registry import PASSES
 from fusec.runtime import compile_module, interpreter
-from fusec.testing import (apply_passes, assert_same_results, graph_text, kernels, parse, print_ir, random_inputs,
-                           tensor_type, variance_graph)
+from fusec.testing import (
+    apply_passes,
+    assert_same_results,
+    graph_text,
+    kernels,
+    parse,
+    print_ir,
+    random_inputs,
+    tensor_type,
+    variance_graph,
+)
 
 TOL = dict(atol=1e-4, rtol=1e-4)  # the split sums in another order
 
