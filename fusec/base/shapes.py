@@ -538,6 +538,33 @@ def value_range(e: sympy.Basic, bounds: Mapping[str, tuple[float, float]],
     return -math.inf, math.inf
 
 
+def settle_extrema(e: sympy.Expr, bounds: Mapping[str, tuple[float, float]]) -> sympy.Expr:
+    """``e`` with each max/min whose arguments the symbols' bounds order replaced by the winner.
+
+    torch writes a convolution's strides as ``8*max(1, s - 2)**2`` (a guard for empty outputs); where the
+    graph's guards keep ``s >= 3`` that is ``8*(s - 2)**2``, and the layout is plainly contiguous.
+    """
+    def settle(t: sympy.Expr) -> sympy.Expr:
+        if not t.args:
+            return t
+        t = t.func(*[settle(a) for a in t.args])
+        if isinstance(t, (sympy.Max, sympy.Min)):
+            larger_wins = isinstance(t, sympy.Max)
+            winner = t.args[0]
+            for a in t.args[1:]:
+                lo, hi = value_range(sympy.expand(a - winner), bounds, (-math.inf, math.inf))
+                if lo >= 0:  # a >= winner
+                    winner = a if larger_wins else winner
+                elif hi <= 0:  # a <= winner
+                    winner = winner if larger_wins else a
+                else:
+                    return t
+            return winner
+        return t
+
+    return settle(e) if e.has(sympy.Max, sympy.Min) else e
+
+
 def _mul(a: float, b: float) -> float:
     if a == 0 or b == 0:
         return 0  # 0 * inf is 0 here: the bound of a zero factor

@@ -6,6 +6,9 @@ no longer a monomial, so index arithmetic cannot cancel ``floordiv(x, h**2)``
 against ``mod(floordiv(x, h), h)`` and every fused view nests the expression
 further (a dynamic ResNet-18 did not get through vertical fusion in 15 minutes).
 Named, the dim is a symbol like any other and its strides are monomials again.
+A polynomial dim that only the guards keep positive (``s0 - 2``: a convolution
+without padding) is named for the same reason: index arithmetic knows size
+symbols are >= 1, not that ``s0 >= 3``.
 
 The graph declares each derived symbol with its definition (``symbols(s0 in [2,
 inf], d0 = floordiv(s0 - 1, 2) + 1 in [1, inf])``); executors compute it from the
@@ -15,11 +18,12 @@ whose dim it is (a backward graph's saved activations).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import sympy
 
-from fusec.base import shapes
+from fusec.base import indexing, shapes
 
 _COMPOUND = (shapes.FloorDiv, shapes.Mod, sympy.Max, sympy.Min)
 
@@ -32,9 +36,11 @@ def is_compound(e: sympy.Expr) -> bool:
 class DerivedSizes:
     """Names compound sizes as the importer meets them, and rewrites later sizes in those names."""
 
-    def __init__(self, taken: Iterable[str] = (), facts: Sequence[tuple[sympy.Expr, sympy.Expr]] = ()):
+    def __init__(self, taken: Iterable[str] = (), facts: Sequence[tuple[sympy.Expr, sympy.Expr]] = (),
+                 bounds: Mapping[str, tuple[float, float]] | None = None):
         self.taken = set(taken)
         self.facts = list(facts)  # equalities every size is first written through (fusec.frontend.size_facts)
+        self.bounds = dict(bounds or {})  # the traced symbols' guarded ranges: they settle max/min
         self.definitions: dict[str, sympy.Expr] = {}  # derived symbol -> its definition over the traced symbols
         self._rules: list[tuple[sympy.Expr, sympy.Expr]] = []  # applied in order: each in the terms of those before
         self._seen: dict[sympy.Expr, tuple[int, sympy.Expr]] = {}  # size -> (rules then, its form then)
@@ -44,14 +50,33 @@ class DerivedSizes:
         rules, known = self._seen.get(e, (-1, e))
         if rules == len(self._rules):  # no name made since: the same answer
             return known
-        out = shapes.apply_facts(e, self.facts) if self.facts else e
+        out = shapes.settle_extrema(e, self.bounds) if self.bounds else e
+        out = shapes.apply_facts(out, self.facts) if self.facts else out
         for old, new in self._rules:
             if out.has(old):  # expanded: an expanded stride (64*q**2 + 128*q + 64) must become 64*d0**2 too
                 out = sympy.expand(out.xreplace({old: new}))
-        if is_compound(out):
+        if not is_compound(out) and isinstance(out, (sympy.Mul, sympy.Pow)) and self._positive_only_by_bounds(out):
+            out = self._factors_named(out)  # 8*s0*(s1 - 2)**2 is 8*s0*d0**2: name s1 - 2, not the product
+        if is_compound(out) or self._positive_only_by_bounds(out):
             out = self._name(out)
         self._seen[e] = (len(self._rules), out)
         return out
+
+    def _factors_named(self, e: sympy.Expr) -> sympy.Expr:
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+            return self(e.base) ** e.exp
+        if isinstance(e, sympy.Mul):
+            return sympy.Mul(*[self(f) for f in e.args])
+        return e
+
+    def _positive_only_by_bounds(self, e: sympy.Expr) -> bool:
+        """A polynomial size like ``s - 2`` (a convolution without padding, a slice ``x[1:]``): the guards keep
+        it >= 1 but sympy, which knows only that symbols are >= 1, cannot prove it; index arithmetic treats a size
+        it cannot prove positive as no size at all, so such a size gets a name (with its bounds) too."""
+        if not self.bounds or not shapes.free_size_symbols([e]) or e.is_Symbol or indexing.nonnegative(e - 1):
+            return False
+        low, _ = shapes.value_range(e, self.bounds, (1, math.inf))
+        return low >= 1
 
     def _name(self, e: sympy.Expr) -> sympy.Symbol:
         n = len(self.definitions)

@@ -20,6 +20,7 @@ location: ``loc("mul_3"("model.py":12:9))`` (printed with ``print_debuginfo``).
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -263,7 +264,7 @@ class GraphImporter(GraphBuilder):
         self.shape_env = _find_shape_env(self.gm, self.example_inputs)
         placeholders = self._placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         facts = equality_facts(self.shape_env, _input_symbols(placeholders, self.example_inputs))
-        self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values(), facts=facts)
+        self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values(), facts=facts, bounds=self._symbol_ranges())
         for i, node in enumerate(placeholders):
             self.at(node)
             self._placeholder(node, self.example_inputs[i] if i < len(self.example_inputs) else None)
@@ -451,6 +452,14 @@ class GraphImporter(GraphBuilder):
             if name in used:
                 declared[name] = derived_bounds(definitions[name], declared)
         return declared
+
+    def _symbol_ranges(self) -> dict[str, tuple[float, float]]:
+        """Each traced size symbol's range as the graph's guards keep it (ShapeEnv's var_to_range)."""
+        out: dict[str, tuple[float, float]] = {}
+        for name, value_range in getattr(self.shape_env, "var_to_range", {}).items():
+            low, high = symbol_bounds(value_range)
+            out[str(name)] = (low, math.inf if high is None else high)
+        return out
 
     def _backed_values(self) -> dict[str, int]:
         env = self.shape_env

@@ -20,9 +20,7 @@ def _conv_bn_relu(seed: int = 0) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
 
 
-# dynamic=True is left out: a convolution + batch norm training graph over symbolic sizes spends minutes in
-# reduction-fusion's index printing on the CPU (with or without kept input mutations; issue 12's note).
-@pytest.mark.parametrize("dynamic", [False])
+@pytest.mark.parametrize("dynamic", [False, True])
 def test_batch_norm_running_statistics_are_written_in_place_and_match_eager(tmp_path, dynamic):
     model, reference = _conv_bn_relu(), _conv_bn_relu()
     compiled = torch.compile(model, backend="fusec", dynamic=dynamic, options={"dump_dir": str(tmp_path)})

@@ -3,6 +3,8 @@ verifier, and a dynamic conv net whose strided sizes used to nest without end in
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import sympy
 import torch
@@ -56,6 +58,26 @@ def test_a_name_met_inside_a_later_size_is_defined_over_the_traced_symbols():
 
 def test_names_the_shape_environment_uses_are_skipped():
     assert DerivedSizes(taken={"d0"})(half) == d1
+
+
+def test_a_polynomial_size_only_the_guards_keep_positive_gets_a_name():
+    """``s0 - 2`` (a convolution without padding) is >= 1 only because the guards keep s0 >= 3: named, index
+    arithmetic treats it as a size; its products are written in the name, not named whole."""
+    derived = DerivedSizes(bounds={"s0": (3, math.inf), "s1": (2, math.inf)})
+    assert derived(s1) == s1 and derived(2 * s0 - 1) == 2 * s0 - 1  # provably >= 1: no name
+    assert derived(8 * s1 * (s0 - 2) ** 2) == 8 * s1 * d0**2
+    assert derived.definitions == {"d0": s0 - 2}
+    assert derived(s0 - 2) == d0
+    assert derived(s1 - s0) == s1 - s0  # the bounds do not keep it positive: left alone
+    assert DerivedSizes(bounds={"s0": (2, math.inf)})(s0 - 2) == s0 - 2  # may be 0: no name claims a size
+
+
+def test_max_and_min_the_bounds_decide_are_settled_before_naming():
+    """torch writes a convolution's strides with ``max(1, s0 - 2)``; under s0 >= 3 that is s0 - 2."""
+    derived = DerivedSizes(bounds={"s0": (3, math.inf)})
+    assert derived(8 * sympy.Max(1, s0 - 2) ** 2) == 8 * d0**2 and derived.definitions == {"d0": s0 - 2}
+    assert shapes.settle_extrema(sympy.Max(1, s0 - 2), {"s0": (2, math.inf)}) == sympy.Max(1, s0 - 2)
+    assert shapes.settle_extrema(sympy.Min(s0, s1 + 9), {"s0": (1, 8), "s1": (0, 3)}) == s0
 
 
 def test_bounds_follow_the_symbols_where_the_size_grows_with_them():
