@@ -47,7 +47,7 @@ from fusec.dialects import fusec as F
 PASS = "schedule-kernels"
 INT32_LIMIT = 2**31
 OUTER_PERSISTENT_MAX = 128  # an outer reduction keeps >= 32 contiguous columns a program only up to here
-DEFAULT_MAX_RBLOCK = 1024
+DEFAULT_MAX_RBLOCK = 4096
 
 Bounds = Mapping[str, tuple[float, float]]
 

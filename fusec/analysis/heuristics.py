@@ -16,8 +16,14 @@ Rules of thumb (Hopper, memory-bound kernels):
 * persistent reduction: a whole row in RBLOCK = next_power_of_2(rnumel); as many
   rows as keep a program near 4096 elements (fewer registers would spill less but
   starve the SM of loads in flight); warps grow with the tile.
-* looped reduction, inner (r contiguous): RBLOCK up to ``max_rblock`` with few
-  rows; outer (x contiguous): wide XBLOCK for coalescing, short RBLOCK.
+* looped reduction, inner (r contiguous): rows that fit one RBLOCK of up to 1024
+  share a program; a longer row gets a program of its own that steps through it
+  four elements a thread at a time, and where the rows are too few for the warps
+  to keep the GPU's loads in flight (WARPS_IN_FLIGHT), the step widens (RBLOCK up
+  to ``max_rblock``, up to 16 warps): a loop over long rows is bound by the loads in
+  flight, not by bandwidth (bench 2026-11-27: 512 rows of 32000 fp32, 2 rows and 8
+  warps a program 41.7 us, a row and 16 warps 25.3 us).  Outer (x contiguous):
+  wide XBLOCK for coalescing, short RBLOCK.
 * tiled pointwise (a 2-D domain, e.g. a transpose): square-ish tiles up to 64x64,
   4096 elements of fp32 (32 a thread, 4 warps) so that both a row-contiguous and a
   column-contiguous access get 64 contiguous elements (256 bytes) a row of the tile;
@@ -36,6 +42,8 @@ PERSISTENT_TILE = 2048  # elements a persistent reduction program holds (bench/p
 TILE_ELEMENTS = 4096  # elements a program holds at once (persistent tile, looped block, tiled pointwise tile)
 PERSISTENT_THRESHOLD = 4096  # a reduction whose rnumel is provably at most this keeps whole rows (LoweringOptions)
 TILE_SIDE = 64  # the side of a square tile of a tiled pointwise kernel
+WARPS_IN_FLIGHT = 48 * MIN_PROGRAMS  # three quarters of an SM's 64 warps on every SM: enough loads in flight
+LOOP_STEP = 1024  # the RBLOCK a loop over long rows starts from
 MAX_TILE_SIDE = 1024  # the long side of a tile over a thin domain
 
 
@@ -65,17 +73,23 @@ def persistent_config(xnumel: int, rnumel: int, outer: bool = False) -> LaunchCo
 
 
 @functools.lru_cache(maxsize=1024)
-def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int = 1024) -> LaunchConfig:
+def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int = 4096) -> LaunchConfig:
     if outer:
         xblock = min(64, max(next_power_of_2(xnumel), 1))
         rblock = _clamp(next_power_of_2(rnumel), 2, min(8, max_rblock))
         return LaunchConfig(xblock, rblock, 4)
-    rblock = _clamp(next_power_of_2(rnumel), 2, max_rblock)
-    xblock = _clamp(2048 // rblock, 1, max(next_power_of_2(xnumel), 1))
-    xblock = min(xblock, 8)
-    while xblock > 1 and -(-xnumel // xblock) < MIN_PROGRAMS:  # few long rows: a program a row, to fill the SMs
-        xblock //= 2
-    return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 256), 2, 8))
+    rblock = _clamp(next_power_of_2(rnumel), 2, min(LOOP_STEP, max_rblock))
+    if rnumel <= rblock:  # a row is one step: several rows a program
+        xblock = _clamp(2048 // rblock, 1, max(next_power_of_2(xnumel), 1))
+        xblock = min(xblock, 8)
+        while xblock > 1 and -(-xnumel // xblock) < MIN_PROGRAMS:  # few rows: a program a row, to fill the SMs
+            xblock //= 2
+        return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 256), 2, 8))
+    warps = _clamp(rblock // 128, 1, 16)  # four elements a thread a step
+    while xnumel * warps < WARPS_IN_FLIGHT and 2 * rblock <= max_rblock and rnumel >= 8 * rblock:
+        rblock *= 2  # few rows: wider steps, more warps (a tail step wastes at most an eighth)
+        warps = min(rblock // 128, 16)
+    return LaunchConfig(1, rblock, warps)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,8 +1,8 @@
-"""Pointwise launch configurations (issue 12.7): Inductor's rule, small domains included."""
+"""Launch configurations: pointwise (issue 12.7: Inductor's rule, small domains included) and looped reductions."""
 
 import pytest
 
-from fusec.analysis.heuristics import MIN_PROGRAMS, pointwise_config
+from fusec.analysis.heuristics import MIN_PROGRAMS, WARPS_IN_FLIGHT, looped_config, pointwise_config
 
 
 @pytest.mark.parametrize(("xnumel", "xblock", "warps"), [
@@ -27,3 +27,30 @@ def test_pointwise_config_invariants(xnumel):
         assert programs >= MIN_PROGRAMS
     else:
         assert config.xblock == min(256, max(16, 1 << (xnumel - 1).bit_length()))
+
+
+@pytest.mark.parametrize(("rows", "cols", "config"), [
+    (512, 32000, (1, 2048, 16)),  # a cross-entropy's rows: 512 programs of 8 warps leave loads idle; wider steps
+    (64, 50257, (1, 4096, 16)),  # fewer rows: as wide as max_rblock allows
+    (4096, 8192, (1, 1024, 8)),  # enough rows: a row a program, four elements a thread a step
+    (16384, 5000, (1, 1024, 8)),
+    (100, 2000, (1, 1024, 8)),  # too short to widen: a wider step would mostly be the tail
+    (1000, 300, (4, 512, 8)),  # a row in one step: rows share a program, as many programs as SMs
+    (64, 700, (1, 1024, 4)),
+])
+def test_looped_inner_config(rows, cols, config):
+    got = looped_config(rows, cols)
+    assert (got.xblock, got.rblock, got.num_warps) == config
+
+
+@pytest.mark.parametrize("rows", [1, 3, 64, 512, 4096, 10**6])
+@pytest.mark.parametrize("cols", [1025, 5000, 32000, 10**6])
+def test_looped_long_rows_invariants(rows, cols):
+    """A row longer than a step: a program a row; the step grows only while the warps do not fill the GPU, never past
+    max_rblock, never to more than an eighth of a row."""
+    for max_rblock in (1024, 4096):
+        config = looped_config(rows, cols, max_rblock=max_rblock)
+        assert config.xblock == 1 and 1024 <= config.rblock <= max_rblock and config.num_warps <= 16
+        if config.rblock > 1024:
+            narrower_warps = min(config.rblock // 2 // 128, 16)  # the step before the last widening
+            assert rows * narrower_warps < WARPS_IN_FLIGHT and 8 * config.rblock // 2 <= cols

@@ -28,7 +28,7 @@ def test_records_kind_index_and_final_name():
     module, _ = run_passes_checked(ROWS, FormKernels(), ScheduleKernels())
     a, b = all_kernels(module)
     assert (a.sym_name.data, a.schedule) == ("fusec_per_sum_0", F.KernelSchedule("persistent", "int32"))
-    assert (b.sym_name.data, b.schedule) == ("fusec_red_max_1", F.KernelSchedule("looped", "int64", False, 1024))
+    assert (b.sym_name.data, b.schedule) == ("fusec_red_max_1", F.KernelSchedule("looped", "int64", False, 4096))
 
 
 def test_options_choose_the_looped_form():

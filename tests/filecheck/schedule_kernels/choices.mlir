@@ -31,7 +31,7 @@ builtin.module {
     fusec.output %s : !fusec.tensor<[64], f32>
   }
 // CHECK-LABEL: fusec.graph @unbounded_rows
-// CHECK:       fusec.kernel @fusec_red_max_2 [64, s1] schedule(looped, int64, max_rblock = 1024) (%x)
+// CHECK:       fusec.kernel @fusec_red_max_2 [64, s1] schedule(looped, int64, max_rblock = 4096) (%x)
 
   // Just past the threshold: looped, but every index fits int32.
   fusec.graph @long_rows(%x : !fusec.tensor<[64, s1], f32>) -> (!fusec.tensor<[64], f32>) symbols(s1 in [1, 4097]) {
@@ -39,7 +39,7 @@ builtin.module {
     fusec.output %s : !fusec.tensor<[64], f32>
   }
 // CHECK-LABEL: fusec.graph @long_rows
-// CHECK:       fusec.kernel @fusec_red_max_3 [64, s1] schedule(looped, int32, max_rblock = 1024) (%x)
+// CHECK:       fusec.kernel @fusec_red_max_3 [64, s1] schedule(looped, int32, max_rblock = 4096) (%x)
 
   // Column sums (x.sum(0)): outer reductions; persistent only up to 128 rows, whatever the threshold.
   fusec.graph @columns(%x : !fusec.tensor<[100, 64], f32>, %y : !fusec.tensor<[1000, 64], f32>) -> (!fusec.tensor<[64], f32>, !fusec.tensor<[64], f32>) {
@@ -49,7 +49,7 @@ builtin.module {
   }
 // CHECK-LABEL: fusec.graph @columns
 // CHECK:       fusec.kernel @fusec_per_sum_4 [64, 100] schedule(persistent, int32, outer) (%x)
-// CHECK:       fusec.kernel @fusec_red_sum_5 [64, 1000] schedule(looped, int32, outer, max_rblock = 1024) (%y)
+// CHECK:       fusec.kernel @fusec_red_sum_5 [64, 1000] schedule(looped, int32, outer, max_rblock = 4096) (%y)
 // LOOPED-LABEL: fusec.graph @columns
 // LOOPED:       fusec.kernel @fusec_red_sum_4 [64, 100] schedule(looped, int32, outer, max_rblock = 64) (%x)
 

@@ -20,7 +20,7 @@ builtin.module {
     fusec.output %ra, %rb, %nc : !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>
   }
 // COMBO-LABEL: fusec.graph @three_sums
-// COMBO:       fusec.kernel @fusec_red_sum_2 [s0, 8192] schedule(looped, int32, max_rblock = 1024) (%b)
+// COMBO:       fusec.kernel @fusec_red_sum_2 [s0, 8192] schedule(looped, int32, max_rblock = 4096) (%b)
 // COMBO:       fusec.combo @fusec_combo_0
 // COMBO:         fusec.kernel @fusec_per_sum_1 [s0, 512] schedule(persistent, int32) (%a)
 // COMBO:         fusec.kernel @fusec_poi_neg_3 [s0] schedule(pointwise, int32) (%c)
