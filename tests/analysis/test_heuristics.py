@@ -2,7 +2,7 @@
 
 import pytest
 
-from fusec.analysis.heuristics import MIN_PROGRAMS, WARPS_IN_FLIGHT, looped_config, pointwise_config
+from fusec.analysis.heuristics import MIN_PROGRAMS, WARPS_IN_FLIGHT, LaunchConfig, looped_config, persistent_config, pointwise_config
 
 
 @pytest.mark.parametrize(("xnumel", "xblock", "warps"), [
@@ -54,3 +54,10 @@ def test_looped_long_rows_invariants(rows, cols):
         if config.rblock > 1024:
             narrower_warps = min(config.rblock // 2 // 128, 16)  # the step before the last widening
             assert rows * narrower_warps < WARPS_IN_FLIGHT and 8 * config.rblock // 2 <= cols
+
+
+def test_an_outer_persistent_tile_is_wide_in_x():
+    """x is the contiguous dim of an outer reduction: 64 columns (128 bytes of bf16), not 16, where rows are short."""
+    assert persistent_config(131072, 128, outer=True) == LaunchConfig(64, 128, 8)  # mean(0) of 8192x2048, split
+    assert persistent_config(131072, 128, outer=False) == LaunchConfig(16, 128, 4)  # inner: rows are contiguous
+    assert persistent_config(4096, 2048, outer=True).xblock == 4  # a long row: the tile stays bounded

@@ -196,18 +196,27 @@ def test_tiled_config_is_square_ish_powers_of_two(xnumel, rnumel):
     assert cfg.xblock * cfg.rblock <= heuristics.TILE_ELEMENTS and cfg.num_warps <= 4
     if min(xnumel, rnumel) >= heuristics.TILE_SIDE:
         assert cfg.xblock == cfg.rblock == heuristics.TILE_SIDE and cfg.num_warps == 4
-    if 0 < xnumel < 8:  # few rows: the tile grows along r instead
-        assert cfg.rblock == heuristics.MAX_TILE_SIDE or cfg.rblock >= rnumel
+    tiles = -(-xnumel // cfg.xblock) * -(-rnumel // cfg.rblock)
+    if 0 < xnumel < 8:  # few rows: the tile grows along r instead, as far as every SM still gets a tile
+        assert cfg.rblock == heuristics.MAX_TILE_SIDE or cfg.rblock >= rnumel or tiles >= heuristics.MIN_PROGRAMS
+    if tiles < heuristics.MIN_PROGRAMS:  # a small domain: tiles of 512 elements, or one tile for all of it
+        assert cfg.xblock * cfg.rblock <= 512 or (cfg.xblock >= xnumel and cfg.rblock >= rnumel)
+
+
+def test_a_small_domain_gets_a_tile_an_sm():
+    """sigmoid(x*w + b) at 256x256 (issue 12.7) in 64x64 tiles ran on 16 of 132 SMs: 16x32 tiles, 128 programs."""
+    assert heuristics.tiled_config(256, 256) == heuristics.LaunchConfig(16, 32, 2)
+    assert heuristics.tiled_config(4096, 4096) == heuristics.LaunchConfig(64, 64, 4)  # a large one keeps 64x64
 
 
 def test_the_cost_model_counts_a_program_per_tile():
     from fusec.analysis.cost_model import SizeHints, block_shape, kernel_cost
 
     kernel = next(op for op in _tiled_module("transpose-add").walk() if isinstance(op, F.KernelOp))
-    hints = SizeHints({"s0": 1000, "s1": 300})
+    hints = SizeHints({"s0": 4000, "s1": 300})
     shape = block_shape(kernel, hints)
     assert shape.tiled and (shape.xblock, shape.rblock) == (64, 64)
-    assert kernel_cost(kernel, hints).blocks == 5 * 16
+    assert kernel_cost(kernel, hints).blocks == 5 * 63
 
 
 # ---------------------------------------------------------------- Triton's GPU compiler (no GPU needed)
