@@ -393,6 +393,10 @@ class ComboOp(IRDLOperation):
         assert isinstance(last, OutputOp), "fusec.combo ends with fusec.output"
         return last
 
+    def member_result(self, index: int) -> SSAValue:
+        """The member kernel's result that this combo's result ``index`` stands for (a combo yields its kernels' results)."""
+        return self.output_op.operands[index]
+
     def verify_(self) -> None:
         where = f"fusec.combo @{self.sym_name.data}"
         ops = list(self.body.block.ops)

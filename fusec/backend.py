@@ -322,7 +322,7 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
 def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[torch.Tensor]]):
     """AOTAutograd's calling convention: one list of arguments (ours to clear), a list of outputs.  An input the
     graph writes (``info.mutations``) receives its new value here unless the launcher stored it there in place."""
-    written = [(j, k) for j, k in info.mutations]
+    written = info.mutations
 
     def write_inputs(targets: list, outputs: Sequence[torch.Tensor]) -> None:
         for target, (_, k) in zip(targets, written, strict=True):

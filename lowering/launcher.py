@@ -169,9 +169,12 @@ class _LauncherWriter:
         # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
         self.in_place: dict[SSAValue, int] = {}
         for i, o, in_place in graph.input_mutations:
+            if not in_place:
+                continue
             v = graph.output_op.operands[o]
-            if in_place:  # a combo's result: the member's, which the launcher allocates
-                self.in_place[v.op.output_op.operands[v.index] if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp) else v] = i
+            if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp):
+                v = v.op.member_result(v.index)  # the member's result, which the launcher allocates
+            self.in_place[v] = i
 
     def py(self, e: sympy.Expr) -> str:
         """Host code for a size expression; remembers the symbols it needs bound."""

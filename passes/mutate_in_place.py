@@ -65,7 +65,7 @@ def why_copied(graph: F.GraphOp, written: BlockArgument, output: int) -> str | N
         return "its value is a graph input"
     kernel = value.op
     if isinstance(kernel, F.ComboOp):  # the combo yields a member's result
-        value = kernel.output_op.operands[value.index]
+        value = kernel.member_result(value.index)
         assert isinstance(value, OpResult), "a combo yields its kernels' results"
         kernel = value.op
     if not isinstance(kernel, F.KernelOp):

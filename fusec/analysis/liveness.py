@@ -36,7 +36,7 @@ def storage_root(value: SSAValue) -> SSAValue:
             value = op.input
         elif isinstance(op, F.ComboOp):
             assert isinstance(value, OpResult)
-            value = op.output_op.operands[value.index]
+            value = op.member_result(value.index)
         elif (waited := collectives.aliased_input(value)) is not None:
             value = waited
         else:

@@ -270,6 +270,7 @@ class GraphImporter(GraphBuilder):
             self._placeholder(node, self.example_inputs[i] if i < len(self.example_inputs) else None)
         output_slots: list[OutputSlot] = []
         outputs: list[SSAValue] = []
+        mutations: list[tuple[int, int]] = []
         with stating_size_facts(facts):  # each op's verifier sees them before the graph that states them exists
             for node in self.gm.graph.nodes:
                 self.at(node)
@@ -284,7 +285,6 @@ class GraphImporter(GraphBuilder):
                     raise UnsupportedGraph(f"FX node {node.name}: '{node.op}' nodes are not aten graphs (run AOTAutograd first)")
         output_op = F.OutputOp(outputs)
         output_op.location = self._location
-        mutations = locals().get("mutations", [])
         self.block.add_op(output_op)
         symbols = self._declared_symbols()
         definitions = {s: d for s, d in self.derived_sizes.definitions.items() if s in symbols}
