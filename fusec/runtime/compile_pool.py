@@ -65,7 +65,30 @@ def compile_request(request: CompileRequest) -> str:
 
     kernel = load_kernel(request.source, request.name, interpret=False)
     src = ASTSource(kernel, request.signature, request.constexprs, request.attrs)
-    return triton.compile(src, target=request.target, options=request.options).hash
+    compiled = triton.compile(src, target=request.target, options=request.options)
+    build_launcher(compiled)
+    return compiled.hash
+
+
+def build_launcher(compiled) -> None:
+    """Build the kernel's host launcher into Triton's cache too, where Triton compiles one per kernel signature.
+
+    Triton before 3.7 turns each new signature into a C launcher with the system's C compiler (about 0.3 s)
+    when a kernel is first launched, in the launching process and one at a time: 20 of them took 6 s of
+    ViT's first training step.  Built here, the launch finds them in the shared cache.  Later Triton launches
+    every kernel through one generic launcher: there is nothing to build.  Never fatal: the launch builds
+    whatever is missing, as without the pool.
+    """
+    try:
+        from triton.backends.nvidia import driver as nvidia
+
+        if getattr(compiled.metadata, "target", None) is not None and compiled.metadata.target.backend != "cuda":
+            return
+        if not hasattr(nvidia, "make_launcher"):  # the generic launcher: nothing is compiled per signature
+            return
+        nvidia.CudaLauncher(compiled.src, compiled.metadata)
+    except Exception as e:
+        logger.debug("building the launcher of %s failed: %s: %s", getattr(compiled, "name", "?"), type(e).__name__, e)
 
 
 def on_disk(request: CompileRequest) -> bool:

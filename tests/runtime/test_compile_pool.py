@@ -126,9 +126,11 @@ def test_on_the_gpu_the_pool_compiles_before_the_first_launch(gelu_graph, tmp_pa
         requested = compiled.precompile([a, b])
         assert (requested > 0) == (workers > 1)
         binaries = set(tmp_path.rglob("*.cubin"))
+        launchers = set(tmp_path.rglob("__triton_launcher*"))  # Triton < 3.7 builds a C launcher per signature
         results.append(compiled([a, b])[0])
-        if workers > 1:  # the launches found every binary the workers compiled
+        if workers > 1:  # the launches found every binary and launcher the workers built
             assert binaries and set(tmp_path.rglob("*.cubin")) == binaries
+            assert set(tmp_path.rglob("__triton_launcher*")) == launchers
         compiled.pool.shutdown()
     torch.testing.assert_close(results[0], (a * b).exp().sum(1))
     torch.testing.assert_close(results[1], results[0])
