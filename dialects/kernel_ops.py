@@ -153,8 +153,9 @@ class KernelOp(IRDLOperation):
         for op in self.block.ops:
             if isinstance(op, (LoadOp, StoreOp)) and r in op.index.data.free_symbols:
                 e = op.index.data
-                point = {s: 100003 + 2 * i for i, s in enumerate(sorted(e.free_symbols - {x, r}, key=str))}
-                at = {(dx, dr): int(e.subs({**point, x: 1 + dx, r: 1 + dr})) for dx, dr in ((0, 0), (0, 1), (1, 0))}
+                point = {s: sympy.Integer(100003 + 2 * i) for i, s in enumerate(sorted(e.free_symbols - {x, r}, key=str))}
+                at = {(dx, dr): int(e.xreplace({**point, x: sympy.Integer(1 + dx), r: sympy.Integer(1 + dr)}))
+                      for dx, dr in ((0, 0), (0, 1), (1, 0))}  # xreplace: a tenth of subs' time, same integers
                 if at[1, 0] == at[0, 0]:
                     continue
                 if isinstance(op, StoreOp):

@@ -37,6 +37,7 @@ group both ways on the GPU and keeps the faster; without a CUDA device it is ski
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,7 +47,8 @@ from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 
 from fusec.analysis import collectives, timing
-from fusec.analysis.cost_model import GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, parse_size_hints, resolve_size_hints
+from fusec.analysis.cost_model import (GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, kernel_size_symbols,
+                                       parse_size_hints, resolve_size_hints)
 from fusec.analysis.liveness import moment_bytes, op_step, provably_at_most
 from fusec.base import remarks
 from fusec.dialects import fusec as F
@@ -106,6 +108,7 @@ class _GraphGrouper:
         self.op_ancestors = list(self.schedule.ancestors)
         self.has_collectives = any(collectives.is_ordered(op) for op in graph.block.ops)
         self.static_sizes = not graph.declared_symbols  # byte counts at the hints are then exact ints
+        self._size_symbols = functools.cache(kernel_size_symbols)  # grouping moves kernels, never changes their bodies
 
     # ------------------------------------------------------------ the greedy loop
 
@@ -176,7 +179,7 @@ class _GraphGrouper:
             return Refusal("pointwise-reduction-mix", f"a {cls} does not join a group of {'/'.join(sorted(group.classes))} {members}")
         if len(group.ops) >= self.o.max_subkernels:
             return Refusal("limit-max-subkernels", f"the group {members} already has max-subkernels={self.o.max_subkernels} kernels")
-        args = combo_arg_count(_kernels(group) + _kernels(node))
+        args = combo_arg_count(_kernels(group) + _kernels(node), self._size_symbols)
         if args > self.o.max_args:
             return Refusal("limit-max-args", f"the combined kernel would take {args} arguments > max-args={self.o.max_args}",
                            {"args": args})

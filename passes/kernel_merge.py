@@ -268,9 +268,11 @@ class Graph:
                 del self._pos[k]
         if self._names is not None:  # after the erased ones: the merged kernel may take the name of one
             self._names.add(kernel.sym_name.data)
-        # Readers of the replaced values that sat before the anchor must move after the kernel.
-        if any(self.pos[u] < self.pos[kernel] for r in kernel.results for u in self.readers(r)):
-            self._topo_sort()
+        # Readers of the replaced values that sat before the anchor must move after the kernel: only the ops from
+        # the first of them to the kernel can be out of order (the rest of the block was sorted), so only they move.
+        early = [u for r in kernel.results for u in self.readers(r) if self.pos[u] < self.pos[kernel]]
+        if early:
+            self._topo_sort(min(early, key=self.pos.__getitem__), kernel)
 
     def _place(self, kernel: F.KernelOp, anchor: Operation) -> None:
         """Give ``kernel``, just inserted before ``anchor``, a position between its neighbours' (positions only
@@ -284,11 +286,17 @@ class Graph:
         else:  # an op placed some other way, or no number left between: number the block anew
             self._pos = None
 
-    def _topo_sort(self) -> None:
-        """Reorder the block so every op follows what it reads, keeping the old order where free."""
-        ops = list(self.block.ops)
+    def _topo_sort(self, first: Operation, last: Operation) -> None:
+        """Reorder the ops from ``first`` to ``last`` so every op follows what it reads, keeping the old order where
+        free; the ops outside the span are in order already and keep their places."""
+        ops = [first]
+        while ops[-1] is not last:
+            nxt = ops[-1].next_op
+            assert nxt is not None, "the span's last op follows its first"
+            ops.append(nxt)
+        after = last.next_op
         pos = {op: i for i, op in enumerate(ops)}
-        deps = {op: self.producers(op) for op in ops}
+        deps = {op: {p for p in self.producers(op) if p in pos} for op in ops}
         ordered = [op for op in ops if collectives.is_ordered(op)]
         for earlier, later in itertools.pairwise(ordered):  # collectives keep the graph's order on every rank
             deps[later] = {*deps[later], earlier}
@@ -310,7 +318,10 @@ class Graph:
         assert len(order) == len(ops), "a merge created a dependence cycle"
         for op in ops:
             self.block.detach_op(op)
-        self.block.add_ops(order)
+        if after is None:
+            self.block.add_ops(order)
+        else:
+            self.block.insert_ops_before(order, after)
         self._pos = None
 
 
@@ -364,9 +375,18 @@ def name_parts(name: str) -> list[str]:
 
 def computed_parts(body: Block) -> set[str]:
     """The op names a kernel body still computes: functions, reductions, and the structural parts it shows."""
-    found = {op.fn.data for op in body.ops if isinstance(op, F.PointwiseOp)}
-    found |= {op.kind.data for op in body.ops if isinstance(op, F.ReduceROp)}
-    return found | {part for part, shows in _STRUCTURAL_PARTS.items() if any(shows(op) for op in body.ops)}
+    found: set[str] = set()
+    structural = dict(_STRUCTURAL_PARTS)
+    for op in body.ops:  # one walk: merging calls this for every merged kernel
+        if isinstance(op, F.PointwiseOp):
+            found.add(op.fn.data)
+        elif isinstance(op, F.ReduceROp):
+            found.add(op.kind.data)
+        elif structural:
+            for part in [part for part, shows in structural.items() if shows(op)]:
+                found.add(part)
+                del structural[part]
+    return found
 
 
 def merged_name(kernels: Sequence[F.KernelOp], body: Block, domain: Sequence[sympy.Expr], number_from: F.KernelOp,

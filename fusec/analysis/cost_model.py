@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -256,11 +256,13 @@ def kernel_size_symbols(kernel: F.KernelOp) -> set[str]:
     return syms
 
 
-def combo_arg_count(kernels: Sequence[F.KernelOp]) -> int:
-    """Pointer arguments (distinct inputs, every output) plus size arguments of one combined kernel."""
+def combo_arg_count(kernels: Sequence[F.KernelOp],
+                    size_symbols: Callable[[F.KernelOp], set[str]] = kernel_size_symbols) -> int:
+    """Pointer arguments (distinct inputs, every output) plus size arguments of one combined kernel;
+    ``size_symbols``: ``kernel_size_symbols`` or a memo of it (a pass asking about the same kernels again)."""
     inputs = {v for k in kernels for v in k.inputs}
     outputs = sum(len(k.outputs) for k in kernels)
-    sizes = set().union(*(kernel_size_symbols(k) for k in kernels)) if kernels else set()
+    sizes = set().union(*(size_symbols(k) for k in kernels)) if kernels else set()
     return len(inputs) + outputs + len(sizes)
 
 

@@ -343,8 +343,9 @@ def parse_expr(text: str) -> sympy.Expr:
 # ---------------------------------------------------------------- shape helpers
 
 
-def free_size_symbols(exprs: Iterable[sympy.Basic]) -> set[str]:
-    return {s.name for e in exprs for s in sympy.sympify(e).free_symbols if s.name not in INDEX_VARS}
+def free_size_symbols(exprs: Iterable[sympy.Basic | int]) -> set[str]:
+    return {s.name for e in exprs for s in (e if isinstance(e, sympy.Basic) else sympy.sympify(e)).free_symbols
+            if s.name not in INDEX_VARS}
 
 
 def numel(shape: Sequence[Dim]) -> sympy.Expr:

@@ -102,3 +102,26 @@ def test_a_merge_past_the_limits_is_dropped_with_a_limit_remark():
     assert [k.sym_name.data for k in kernels(module)] == ["fusec_poi_exp_tanh_0", "fusec_poi_neg_1"]
     assert [(n.code, n.message, n.subjects) for n in notes] == [
         ("limit", "max-ops=3 exceeded (4)", ("@fusec_poi_exp_tanh_0", "@fusec_poi_neg_1"))]
+
+
+def _pointwise(n: int, fn: str, arg: str, t: str) -> str:
+    return f"""
+    %k{n} = fusec.kernel @fusec_poi_{fn}_{n} [8*s0] (%{arg}) : ({t}) -> ({t}) {{
+    ^bb0(%in: {t}, %o: {t}):
+      %v = fusec.load %in[x] : {t}
+      %r = fusec.pointwise "{fn}" %v : (f32) -> f32
+      fusec.store %r, %o[x] : {t}
+    }}"""
+
+
+def test_a_merge_moves_earlier_readers_of_a_kept_output_after_it_and_nothing_else():
+    # exp feeds a matmul (which needs it stored) and neg: exp merges into neg and stays stored there, so the
+    # matmul, which sat before neg, must now follow the merged kernel; tanh, before the span, keeps its place.
+    t, w = tensor_type("s0, 8"), tensor_type("8, 8")
+    body = (_pointwise(0, "tanh", "y", t) + _pointwise(1, "exp", "x", t)
+            + f'\n    %e:1 = fusec.extern "aten.mm.default"(%k1, %w) : ({t}, {w}) -> ({t})'
+            + _pointwise(2, "neg", "k1", t) + f"\n    fusec.output %k2, %e, %k0 : {t}, {t}, {t}")
+    module, _ = run_passes_checked(graph_text(f"%x : {t}, %y : {t}, %w : {w}", f"{t}, {t}, {t}", body), VerticalFusion())
+    ops = [op for op in module.walk() if op.parent_op() is not None and op.parent_op().name == "fusec.graph"]
+    names = [op.sym_name.data if hasattr(op, "sym_name") else op.name for op in ops]
+    assert names == ["fusec_poi_tanh_0", "fusec_poi_exp_neg_2", "fusec.extern", "fusec.output"]
