@@ -47,8 +47,16 @@ from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 
 from fusec.analysis import collectives, timing
-from fusec.analysis.cost_model import (GPU, SizeHints, combo_arg_count, join_gain_us, kernel_cost, kernel_size_symbols,
-                                       parse_size_hints, resolve_size_hints)
+from fusec.analysis.cost_model import (
+    GPU,
+    SizeHints,
+    combo_arg_count,
+    join_gain_us,
+    kernel_cost,
+    kernel_size_symbols,
+    parse_size_hints,
+    resolve_size_hints,
+)
 from fusec.analysis.liveness import moment_bytes, op_step, provably_at_most
 from fusec.base import remarks
 from fusec.dialects import fusec as F
