@@ -52,12 +52,15 @@ class KernelSchedule:
     index: the integer type of index arithmetic, "int32" or "int64".
     outer: a reduction whose loads are contiguous along x (a column reduction).
     max_rblock: a looped reduction's largest RBLOCK (None for other kinds).
+    persistent_up_to: a looped reduction over a symbolic rnumel that runs persistent (whole rows in RBLOCK)
+        for a call whose rnumel is at most this, chosen by the launcher per call (None: always looped).
     """
 
     kind: str
     index: str = "int32"
     outer: bool = False
     max_rblock: int | None = None
+    persistent_up_to: int | None = None
 
 
 def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
@@ -73,7 +76,8 @@ class KernelOp(IRDLOperation):
     no ``reduce_r``, every (x, r) point computed independently, lowered as 2-D tiles
     (``tile-pointwise`` makes them: ``fusec.kernel @k [s1, s0] tiled (%a) ...``).
     ``schedule(...)`` (printed after that) is the ``KernelSchedule`` that ``schedule-kernels``
-    chose: ``fusec.kernel @fusec_red_sum_0 [s0, s1] schedule(looped, int64, outer, max_rblock = 1024) (%a)``.
+    chose: ``fusec.kernel @fusec_red_sum_0 [s0, s1] schedule(looped, int64, outer, max_rblock = 1024) (%a)``,
+    and over a symbolic rnumel ``schedule(looped, int32, max_rblock = 4096, persistent_up_to = 4096)``.
     """
 
     name = "fusec.kernel"
@@ -84,6 +88,7 @@ class KernelOp(IRDLOperation):
     index_type = opt_prop_def(StringAttr)
     outer = opt_prop_def(UnitAttr)
     max_rblock = opt_prop_def(IntegerAttr)
+    persistent_up_to = opt_prop_def(IntegerAttr)
     inputs = var_operand_def()
     outputs = var_result_def()
     body = region_def("single_block")
@@ -109,17 +114,20 @@ class KernelOp(IRDLOperation):
             return None
         index = self.index_type.data if self.index_type is not None else "int32"
         rblock = self.max_rblock.value.data if self.max_rblock is not None else None
-        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock)
+        up_to = self.persistent_up_to.value.data if self.persistent_up_to is not None else None
+        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to)
 
     def record_schedule(self, schedule: KernelSchedule) -> None:
         self.properties["schedule_kind"] = StringAttr(schedule.kind)
         self.properties["index_type"] = StringAttr(schedule.index)
-        for key in ("outer", "max_rblock"):
+        for key in ("outer", "max_rblock", "persistent_up_to"):
             self.properties.pop(key, None)
         if schedule.outer:
             self.properties["outer"] = UnitAttr()
         if schedule.max_rblock is not None:
             self.properties["max_rblock"] = IntegerAttr(schedule.max_rblock, 64)
+        if schedule.persistent_up_to is not None:
+            self.properties["persistent_up_to"] = IntegerAttr(schedule.persistent_up_to, 64)
 
     @property
     def block(self) -> Block:
@@ -193,6 +201,7 @@ class KernelOp(IRDLOperation):
         if (schedule := self.schedule) is not None:
             items = [schedule.kind, schedule.index] + (["outer"] if schedule.outer else [])
             items += [f"max_rblock = {schedule.max_rblock}"] if schedule.max_rblock is not None else []
+            items += [f"persistent_up_to = {schedule.persistent_up_to}"] if schedule.persistent_up_to is not None else []
             printer.print_string(f" schedule({', '.join(items)})")
         printer.print_string(" (")
         printer.print_list(self.inputs, printer.print_operand)
@@ -226,8 +235,9 @@ class KernelOp(IRDLOperation):
     def _verify_schedule(self, where: str) -> None:
         schedule = self.schedule
         if schedule is None:
-            if self.index_type is not None or self.outer is not None or self.max_rblock is not None:
-                raise VerifyException(f"{where}: index_type, outer and max_rblock belong to a schedule; it has none")
+            if any(p is not None for p in (self.index_type, self.outer, self.max_rblock, self.persistent_up_to)):
+                raise VerifyException(f"{where}: index_type, outer, max_rblock and persistent_up_to belong to a "
+                                      "schedule; it has none")
             return
         if schedule.kind not in SCHEDULE_KINDS:
             raise VerifyException(f"{where}: unknown schedule '{schedule.kind}' (one of {', '.join(SCHEDULE_KINDS)})")
@@ -244,6 +254,8 @@ class KernelOp(IRDLOperation):
         rblock = schedule.max_rblock
         if rblock is not None and (rblock < 2 or rblock & (rblock - 1)):
             raise VerifyException(f"{where}: max_rblock must be a power of 2 of at least 2, got {rblock}")
+        if schedule.persistent_up_to is not None and (schedule.kind != "looped" or schedule.persistent_up_to < 1):
+            raise VerifyException(f"{where}: persistent_up_to (a positive rnumel) belongs to a looped schedule only")
 
     def verify_(self) -> None:
         where = f"fusec.kernel @{self.sym_name.data}"
@@ -276,21 +288,23 @@ class KernelOp(IRDLOperation):
 
 
 def _parse_schedule(parser: Parser) -> KernelSchedule:
-    """``(kind, index[, outer][, max_rblock = N])`` after the ``schedule`` keyword."""
+    """``(kind, index[, outer][, max_rblock = N][, persistent_up_to = N])`` after the ``schedule`` keyword."""
     parser.parse_punctuation("(")
     kind = parser.parse_identifier()
     parser.parse_punctuation(",")
     index = parser.parse_identifier()
-    outer, rblock = False, None
+    outer, numbers = False, {"max_rblock": None, "persistent_up_to": None}
     while parser.parse_optional_punctuation(",") is not None:
         if parser.parse_optional_keyword("outer") is not None:
             outer = True
-        else:
-            parser.parse_keyword("max_rblock")
-            parser.parse_punctuation("=")
-            rblock = parser.parse_integer(allow_boolean=False, allow_negative=False)
+            continue
+        key = next((k for k in numbers if parser.parse_optional_keyword(k) is not None), None)
+        if key is None:
+            parser.raise_error("expected outer, max_rblock or persistent_up_to")
+        parser.parse_punctuation("=")
+        numbers[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
     parser.parse_punctuation(")")
-    return KernelSchedule(kind, index, outer, rblock)
+    return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"])
 
 
 @irdl_op_definition

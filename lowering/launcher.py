@@ -256,6 +256,8 @@ class _LauncherWriter:
     def kernel(self, op: F.KernelOp) -> list[str]:
         tk = lower_kernel(op, self.hints, symbol_bounds(op), self.options)
         self.add_kernel(tk)
+        if tk.persistent_form is not None:
+            self.add_kernel(tk.persistent_form)
         lines = [self.allocate(r) for r in op.outputs]
         return lines + tk.launch_lines(self, [self.names[v] for v in list(op.inputs) + list(op.outputs)])
 

@@ -40,6 +40,7 @@ launch lines (``TritonKernel.launch_lines``) for the launcher.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
 from fusec.lowering.launching import LaunchSite, config_code, launch_config
-from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, symbol_bounds
+from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, kernel_name, symbol_bounds
 
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
 
@@ -67,10 +68,13 @@ class LoweringOptions:
     persistent_threshold: a reduction whose rnumel is provably at most this many
         elements keeps whole rows in registers (0 forces the looped form).
     max_rblock: the largest RBLOCK of a looped reduction (small values test the loop).
+    runtime_persistent: a looped kernel over a symbolic rnumel also gets a persistent form, which a call
+        whose rows fit runs (``persistent_up_to``).
     """
 
     persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD
     max_rblock: int = DEFAULT_MAX_RBLOCK
+    runtime_persistent: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class TritonKernel:
     index_dtype: str  # "int32" | "int64"
     max_rblock: int = DEFAULT_MAX_RBLOCK
     body: KernelBody | None = None  # its function's body, for combos to inline
+    # A looped kernel's persistent form and the rnumel up to which a call runs it (``persistent_up_to``).
+    persistent_form: TritonKernel | None = None
+    persistent_up_to: int | None = None
 
     @property
     def constexprs(self) -> tuple[str, ...]:
@@ -113,7 +120,16 @@ class TritonKernel:
 
     def launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
         """Host lines launching this kernel on ``pointers`` (its buffers): literal block sizes for a static
-        domain, else sizes chosen per call by the same heuristic."""
+        domain, else sizes chosen per call by the same heuristic; with a persistent form, the call's rnumel
+        picks the form."""
+        if self.persistent_form is not None:
+            rnumel = site.py(dict(self.size_args)["rnumel"])
+            return ([f"if {rnumel} <= {self.persistent_up_to}:  # whole rows fit: the persistent form"]
+                    + ["    " + line for line in self.persistent_form.launch_lines(site, pointers)]
+                    + ["else:"] + ["    " + line for line in self._launch_lines(site, pointers)])
+        return self._launch_lines(site, pointers)
+
+    def _launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
         sizes = dict(self.size_args)
         reduction = "rnumel" in sizes
         xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
@@ -202,7 +218,9 @@ def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = N
     for sym, hint in (size_hints or {}).items():
         lo, hi = bounds.get(sym, (1, math.inf))
         bounds[sym] = (lo, max(hi, hint))  # stay correct for the example sizes
-    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock)
+    alone = isinstance(kernel.parent_op(), F.GraphOp)  # a combo member's launch is the combo's
+    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock,
+                           options.runtime_persistent and alone)
 
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,
@@ -215,7 +233,14 @@ def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None
     for correctness: nothing in the source is sized from a hint.
     """
     schedule, name = kernel_schedule(kernel, size_hints, bounds, options)
-    return _KernelWriter(kernel, schedule, name).lower()
+    lowered = _KernelWriter(kernel, schedule, name).lower()
+    if schedule.persistent_up_to is None:
+        return lowered
+    persistent = F.KernelSchedule("persistent", schedule.index, schedule.outer)
+    per_name = kernel_name(name, "persistent")
+    per_name = per_name if per_name != name else f"{name}_persistent"
+    form = _KernelWriter(kernel, persistent, per_name).lower()
+    return dataclasses.replace(lowered, persistent_form=form, persistent_up_to=schedule.persistent_up_to)
 
 
 # ---------------------------------------------------------------- code generation

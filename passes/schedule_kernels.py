@@ -9,7 +9,10 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
   ``persistent-threshold`` (its upper bound under the symbols' declared bounds, not a
   hint: the source must serve every size the symbols admit; an outer reduction at most
   ``OUTER_PERSISTENT_MAX``, since whole long columns in a tile leave too few columns to
-  coalesce); else ``looped``, with ``max-rblock``.
+  coalesce); else ``looped``, with ``max-rblock``.  A looped kernel over a symbolic rnumel that the
+  bounds let be that small also gets ``persistent_up_to``: a call whose rnumel is at most the threshold
+  runs the persistent form, chosen by the launcher per call (``runtime-persistent``; not for combo
+  members, whose launch is shared).
 * ``outer``: a reduction whose loads are contiguous along x, not r (``x.sum(0)``).
 * index type: int32 unless some index (or the domain's size) may leave the int32
   range for sizes the bounds admit, masked tail lanes included.
@@ -25,6 +28,7 @@ Options:
   persistent-threshold: a reduction whose rnumel is provably at most this many elements
       keeps whole rows in registers (0 forces the looped form).
   max-rblock: the largest RBLOCK of a looped reduction (small values test the loop).
+  runtime-persistent: record ``persistent_up_to`` where it applies (false: symbolic rows always loop).
 """
 
 from __future__ import annotations
@@ -60,16 +64,29 @@ def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
     return {} if op is None else op.symbol_bounds
 
 
+def persistent_limit(kernel: F.KernelOp, persistent_threshold: int) -> int:
+    """The largest rnumel ``kernel`` keeps in registers as whole rows."""
+    return min(persistent_threshold, OUTER_PERSISTENT_MAX) if kernel.is_outer_reduction else persistent_threshold
+
+
 def schedule_kind(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int) -> str:
     if not kernel.is_reduction:
         return "pointwise"
     if kernel.is_tiled:
         return "tiled"
     _, hi = value_range(kernel.domain_exprs[1], bounds)
-    limit = persistent_threshold
-    if kernel.is_outer_reduction:
-        limit = min(limit, OUTER_PERSISTENT_MAX)
-    return "persistent" if hi <= limit else "looped"
+    return "persistent" if hi <= persistent_limit(kernel, persistent_threshold) else "looped"
+
+
+def persistent_up_to(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int) -> int | None:
+    """For a looped kernel: the rnumel up to which a call may run it persistent, where rnumel is symbolic and the
+    bounds let it be that small (a static rnumel was decided for good by ``schedule_kind``)."""
+    rnumel = kernel.domain_exprs[1]
+    limit = persistent_limit(kernel, persistent_threshold)
+    if not rnumel.free_symbols or limit < 1:
+        return None
+    lo, _ = value_range(rnumel, bounds)
+    return limit if lo <= limit else None
 
 
 def needs_int64(kernel: F.KernelOp, bounds: Bounds) -> bool:
@@ -102,12 +119,14 @@ def kernel_name(base: str, kind: str) -> str:
 
 
 def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
-                    max_rblock: int = DEFAULT_MAX_RBLOCK) -> tuple[F.KernelSchedule, str]:
-    """The schedule of ``kernel`` for sizes within ``bounds``, and its final name."""
+                    max_rblock: int = DEFAULT_MAX_RBLOCK, runtime_persistent: bool = False) -> tuple[F.KernelSchedule, str]:
+    """The schedule of ``kernel`` for sizes within ``bounds``, and its final name; ``runtime_persistent``: a looped
+    kernel over a symbolic rnumel may run persistent per call (``persistent_up_to``)."""
     kind = schedule_kind(kernel, bounds, persistent_threshold)
     index = "int64" if needs_int64(kernel, bounds) else "int32"
     outer = kind in ("persistent", "looped") and kernel.is_outer_reduction
-    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None)
+    up_to = persistent_up_to(kernel, bounds, persistent_threshold) if kind == "looped" and runtime_persistent else None
+    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to)
     return schedule, kernel_name(kernel.sym_name.data, kind)
 
 
@@ -119,6 +138,7 @@ class ScheduleKernels(ModulePass):
 
     persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD
     max_rblock: int = DEFAULT_MAX_RBLOCK
+    runtime_persistent: bool = True
 
     def __post_init__(self):
         if self.persistent_threshold < 0:
@@ -130,7 +150,9 @@ class ScheduleKernels(ModulePass):
         renamed: dict[str, str] = {}
         for kernel in op.walk():
             if isinstance(kernel, F.KernelOp):
-                schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock)
+                alone = isinstance(kernel.parent_op(), F.GraphOp)  # a combo member's launch is the combo's
+                schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock,
+                                                 self.runtime_persistent and alone)
                 kernel.record_schedule(schedule)
                 if name != kernel.sym_name.data:
                     renamed[f"@{kernel.sym_name.data}"] = f"@{name}"

@@ -28,7 +28,20 @@ def test_records_kind_index_and_final_name():
     module, _ = run_passes_checked(ROWS, FormKernels(), ScheduleKernels())
     a, b = all_kernels(module)
     assert (a.sym_name.data, a.schedule) == ("fusec_per_sum_0", F.KernelSchedule("persistent", "int32"))
-    assert (b.sym_name.data, b.schedule) == ("fusec_red_max_1", F.KernelSchedule("looped", "int64", False, 4096))
+    # s0 is unbounded: looped, and a call whose rows fit in 4096 runs the persistent form
+    assert (b.sym_name.data, b.schedule) == ("fusec_red_max_1", F.KernelSchedule("looped", "int64", False, 4096, 4096))
+
+
+def test_symbolic_rows_get_a_persistent_form_unless_asked_not_to():
+    module = apply_passes(parse(ROWS), FormKernels(), ScheduleKernels(runtime_persistent=False))
+    assert all_kernels(module)[1].schedule == F.KernelSchedule("looped", "int64", False, 4096)
+    module = apply_passes(parse(ROWS), FormKernels(), ScheduleKernels())
+    looped = lower_kernel(all_kernels(module)[1])
+    assert (looped.kind, looped.persistent_up_to, looped.persistent_form.kind) == ("looped", 4096, "persistent")
+    assert looped.persistent_form.name == "fusec_per_max_1"
+    # rows whose bounds keep them longer than the threshold have no persistent form
+    longer = apply_passes(parse(ROWS.replace("s0 in [1, inf]", "s0 in [5000, inf]")), FormKernels(), ScheduleKernels())
+    assert all_kernels(longer)[1].schedule.persistent_up_to is None
 
 
 def test_options_choose_the_looped_form():
@@ -74,6 +87,7 @@ def test_combo_members_keep_their_schedule():
     combos = [op for op in module.walk() if isinstance(op, F.ComboOp)]
     assert combos and all(k.schedule is not None for c in combos for k in c.kernels)
     assert {k.schedule.kind for c in combos for k in c.kernels if k.is_reduction} == {"looped"}
+    assert all(k.schedule.persistent_up_to is None for c in combos for k in c.kernels)  # the combo launches them
 
 
 def test_remarks_follow_the_renamed_kernels():

@@ -411,7 +411,7 @@ def test_column_sum_with_per_element_store_runs_through_triton():
     text = bias_gradient_graph("s0", "96", symbols="s0 in [512, inf]")
     module, _ = split(text, [{"s0": 700}], splits=0)
     compiled = compile_module(module, {"s0": 700})
-    assert len(compiled.kernels) == 2
+    assert len(kernels(module)) == 2  # (the combine over a symbolic count of chunks also compiles a persistent form)
     for n in (700, 513):
         x, g = random_inputs(module, {"s0": n}, seed=n)
         d = g - torch.tanh(x) ** 2

@@ -2,6 +2,7 @@
 // RUN: fusec-opt %s -p form-kernels,schedule-kernels | fusec-opt | filecheck %s
 // RUN: fusec-opt %s -p "form-kernels,schedule-kernels{persistent-threshold=0 max-rblock=64}" | filecheck %s --check-prefix=LOOPED
 // RUN: fusec-opt %s -p form-kernels,schedule-kernels,schedule-kernels | filecheck %s
+// RUN: fusec-opt %s -p "form-kernels,schedule-kernels{runtime-persistent=false}" | filecheck %s --check-prefix=ALWAYS-LOOPED
 
 // schedule-kernels records each kernel's kind, index type, outer reduction and max RBLOCK,
 // and renames reductions: fusec_per_* runs persistent, fusec_red_* looped.
@@ -25,13 +26,16 @@ builtin.module {
 // CHECK-LABEL: fusec.graph @bounded_rows
 // CHECK:       fusec.kernel @fusec_per_max_1 [64, s1] schedule(persistent, int32) (%x)
 
-  // Unbounded rows: looped with the default max RBLOCK; the domain may leave int32: int64 indices.
+  // Unbounded rows: looped with the default max RBLOCK; the domain may leave int32: int64 indices.  A call whose
+  // rows fit the threshold runs the persistent form (the launcher picks by s1); without runtime-persistent, never.
   fusec.graph @unbounded_rows(%x : !fusec.tensor<[64, s1], f32>) -> (!fusec.tensor<[64], f32>) symbols(s1 in [1, inf]) {
     %s = fusec.reduce "max" %x dims [1] : !fusec.tensor<[64, s1], f32> -> !fusec.tensor<[64], f32>
     fusec.output %s : !fusec.tensor<[64], f32>
   }
 // CHECK-LABEL: fusec.graph @unbounded_rows
-// CHECK:       fusec.kernel @fusec_red_max_2 [64, s1] schedule(looped, int64, max_rblock = 4096) (%x)
+// CHECK:       fusec.kernel @fusec_red_max_2 [64, s1] schedule(looped, int64, max_rblock = 4096, persistent_up_to = 4096) (%x)
+// ALWAYS-LOOPED-LABEL: fusec.graph @unbounded_rows
+// ALWAYS-LOOPED:       fusec.kernel @fusec_red_max_2 [64, s1] schedule(looped, int64, max_rblock = 4096) (%x)
 
   // Just past the threshold: looped, but every index fits int32.
   fusec.graph @long_rows(%x : !fusec.tensor<[64, s1], f32>) -> (!fusec.tensor<[64], f32>) symbols(s1 in [1, 4097]) {
@@ -39,7 +43,7 @@ builtin.module {
     fusec.output %s : !fusec.tensor<[64], f32>
   }
 // CHECK-LABEL: fusec.graph @long_rows
-// CHECK:       fusec.kernel @fusec_red_max_3 [64, s1] schedule(looped, int32, max_rblock = 4096) (%x)
+// CHECK:       fusec.kernel @fusec_red_max_3 [64, s1] schedule(looped, int32, max_rblock = 4096, persistent_up_to = 4096) (%x)
 
   // Column sums (x.sum(0)): outer reductions; persistent only up to 128 rows, whatever the threshold.
   fusec.graph @columns(%x : !fusec.tensor<[100, 64], f32>, %y : !fusec.tensor<[1000, 64], f32>) -> (!fusec.tensor<[64], f32>, !fusec.tensor<[64], f32>) {

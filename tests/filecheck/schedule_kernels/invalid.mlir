@@ -53,3 +53,31 @@ fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
   fusec.output %k : !fusec.tensor<[4], f32>
 }
 // CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: max_rblock must be a power of 2 of at least 2, got 6
+
+// -----
+
+// A persistent form on a kernel that is persistent already.
+fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4, 8] schedule(persistent, int32, persistent_up_to = 8) (%a) : (!fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4, 8], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[8*x + r] : !fusec.tensor<[4, 8], f32>
+    %s = fusec.reduce_r "sum" %v : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: persistent_up_to (a positive rnumel) belongs to a looped schedule only
+
+// -----
+
+// A schedule entry fusec does not know.
+fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4, 8] schedule(looped, int32, max_rblock = 8, unroll = 2) (%a) : (!fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4, 8], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[8*x + r] : !fusec.tensor<[4, 8], f32>
+    %s = fusec.reduce_r "sum" %v : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: expected outer, max_rblock or persistent_up_to
