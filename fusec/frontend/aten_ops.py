@@ -134,13 +134,72 @@ def _collective(imp: GraphBuilder, node: torch.fx.Node):
 
 
 def _device_elsewhere(imp: GraphBuilder, node: torch.fx.Node) -> torch.device | None:
-    """The device of the op's tensors when it is not the graph's (where its kernels would run), else None."""
+    """The device of the op's tensors when it is not the graph's (where its kernels would run), else None.
+
+    A CPU scalar that ``scalar_for_device`` finds (computed from numbers and sizes, read only by ops on the graph's
+    device) is computed on the graph's device, and its readers read it there.
+    """
+    if scalar_for_device(imp, node):
+        return None
     # Lifted constants (get_attr) are exempt: they are passed on whichever device their readers run.
-    metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes if a.op != "get_attr"]
+    metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes
+                                      if a.op != "get_attr" and not scalar_for_device(imp, a)]
     for m in F.flat_returns(metas):
         if isinstance(m, torch.Tensor) and m.device.type != imp.device.type:
             return m.device
     return None
+
+
+# Ops of a CPU scalar chain that are as cheap on the graph's device (each has a native form).
+_SCALAR_OPS = {"scalar_tensor", "_to_copy", "convert_element_type", "clone", "pow", "mul", "div", "add", "sub", "neg",
+               "reciprocal", "sqrt", "rsqrt", "exp", "log"}
+
+
+def _cpu_scalar(meta) -> bool:
+    return isinstance(meta, torch.Tensor) and meta.device.type == "cpu" and meta.dim() == 0
+
+
+def scalar_for_device(imp: GraphBuilder, node: torch.fx.Node) -> bool:
+    """Whether ``node`` computes a CPU scalar (a 0-d tensor) from numbers, sizes and other such scalars only, read
+    only by ops whose results are on the graph's device (directly or through other such scalars).
+
+    Eager computes it on the CPU, but its readers take a CPU scalar operand as a number, so where it is computed
+    does not show: torch 2.11 traces ``q.shape[-1] ** -0.5`` under ``dynamic=True`` as ``scalar_tensor``, ``pow``
+    and ``convert_element_type`` on the CPU, and the attention scores' ``mul`` by it is a GPU op.  Computed on the
+    device, the chain folds into the kernels that read it; one a graph output or a CPU op reads stays on the CPU.
+    """
+    if imp.device.type == "cpu":
+        return False
+    memo = imp.scalars_on_device
+    if node not in memo:
+        memo[node] = False  # a cycle cannot occur in a DAG; this only guards the recursion
+        memo[node] = _is_scalar_op(node) and all(
+            not isinstance(a.meta.get("val"), torch.Tensor) or scalar_for_device(imp, a)
+            for a in node.all_input_nodes) and _read_on_device(imp, node)
+    return memo[node]
+
+
+def _is_scalar_op(node: torch.fx.Node) -> bool:
+    return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+            and node.target._opname in _SCALAR_OPS and _cpu_scalar(node.meta.get("val")))
+
+
+def _read_on_device(imp: GraphBuilder, node: torch.fx.Node) -> bool:
+    frontier, seen = list(node.users), set()
+    while frontier:
+        user = frontier.pop()
+        if user in seen:
+            continue
+        seen.add(user)
+        if user.op != "call_function":  # the graph's output: eager returns it on the CPU
+            return False
+        outs = [m for m in F.flat_returns([user.meta.get("val")]) if isinstance(m, torch.Tensor)]
+        if outs and all(m.device.type == imp.device.type for m in outs):
+            continue  # reads it as a scalar operand
+        if not _is_scalar_op(user):
+            return False
+        frontier += list(user.users)
+    return True
 
 
 def _check_computable(node: torch.fx.Node) -> None:

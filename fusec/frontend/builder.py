@@ -114,6 +114,7 @@ class GraphBuilder:
         self.shape_env = None
         self.device = torch.device("cpu")
         self.derived: Callable[[sympy.Expr], sympy.Expr] | None = None  # names compound sizes (derived_sizes)
+        self.scalars_on_device: dict[torch.fx.Node, bool] = {}  # CPU scalars computed on the device (aten_ops)
 
     def at(self, node: torch.fx.Node) -> None:
         self.node = node

@@ -201,3 +201,25 @@ def test_outputs_made_only_from_cpu_values_stay_on_the_cpu(_, dynamic):
     x = torch.randn(5, 4, generator=torch.Generator().manual_seed(9)).cuda()
     for n in (3, 4):
         compile_and_compare(fn, x, n, dynamic=dynamic)
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, marks=ON_GPU)], ids=["cuda"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_cpu_scalar_read_only_on_the_gpu_is_computed_there(_, dynamic, tmp_path):
+    """A CPU scalar made from a size (as torch 2.11 traces ``q.shape[-1] ** -0.5`` under dynamic=True) scales a GPU
+    tensor: no torch call, eager's values; returned as well, it stays on the CPU."""
+    def scaled(x):
+        return torch.softmax(x * torch.scalar_tensor(x.shape[-1], dtype=torch.float64).pow(-0.5).float(), -1)
+
+    def returned(x):
+        s = torch.scalar_tensor(x.shape[-1], dtype=torch.float64).pow(-0.5)
+        return x * s.float(), s
+
+    compiled = torch.compile(scaled, backend="fusec", dynamic=dynamic, options={"dump_dir": str(tmp_path)})
+    for cols in (64, 96):
+        x = torch.randn(8, cols, generator=torch.Generator().manual_seed(cols)).cuda()
+        torch.testing.assert_close(compiled(x), scaled(x))
+        compile_and_compare(returned, x, dynamic=dynamic, exact=False)
+    text = "".join(p.read_text() for p in tmp_path.rglob("remarks.txt"))
+    assert "extern-device" not in text and "extern-producer" not in text, text
+    assert not [p for p in tmp_path.rglob("launcher.py") if "_aten_" in p.read_text()]  # no torch call at all

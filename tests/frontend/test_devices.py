@@ -30,3 +30,36 @@ def test_cpu_results_beside_gpu_tensors_run_as_torch_calls_on_the_cpu():
     # The GPU tensor's arithmetic and its sum stay native (kernels on the graph's device).
     assert [op.fn.data for op in module.walk() if isinstance(op, F.PointwiseOp)] == ["mul", "add"]
     assert [op.kind.data for op in module.walk() if isinstance(op, F.ReduceOp)] == ["sum"]
+
+
+def scaled(x):
+    # a CPU scalar from a size, as torch 2.11 traces q.shape[-1] ** -0.5 under dynamic=True
+    return x * torch.scalar_tensor(x.shape[-1], dtype=torch.float64).pow(-0.5).to(torch.float32)
+
+
+def scaled_and_returned(x):
+    s = torch.scalar_tensor(x.shape[-1], dtype=torch.float64).pow(-0.5)
+    return x * s.to(torch.float32), s
+
+
+def _import_with_fake_cuda(fn):
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(5, 4, device="cuda")
+    gm = make_fx(fn, tracing_mode="fake")(x)
+    with remarks.collect() as log:
+        module, info = import_graph(gm, [x])
+    return module, log
+
+
+def test_a_cpu_scalar_only_gpu_ops_read_is_computed_on_the_gpu():
+    module, log = _import_with_fake_cuda(scaled)
+    assert not [op for op in module.walk() if isinstance(op, F.ExternOp)]
+    assert not [r for r in log.remarks if r.code == "extern-device"]
+    assert "pow" in [op.fn.data for op in module.walk() if isinstance(op, F.PointwiseOp)]
+
+
+def test_a_cpu_scalar_the_graph_returns_stays_on_the_cpu():
+    module, log = _import_with_fake_cuda(scaled_and_returned)
+    externs = [op.target.data for op in module.walk() if isinstance(op, F.ExternOp)]
+    assert "aten.pow.Tensor_Scalar" in externs  # eager returns it on the CPU
+    assert all("on cpu" in r.message for r in log.remarks if r.code == "extern-device")
