@@ -293,7 +293,8 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
     kind = parser.parse_identifier()
     parser.parse_punctuation(",")
     index = parser.parse_identifier()
-    outer, numbers = False, {"max_rblock": None, "persistent_up_to": None}
+    outer = False
+    numbers: dict[str, int | None] = {"max_rblock": None, "persistent_up_to": None}
     while parser.parse_optional_punctuation(",") is not None:
         if parser.parse_optional_keyword("outer") is not None:
             outer = True
