@@ -326,13 +326,19 @@ def kernel_id(name: str) -> str | None:
 
 
 def _attach_files(report: GraphReport, profile: Profile) -> None:
-    sources = {kernel_key(p.stem): p for p in report.folder.glob("fusec_*.py")}
+    sources: dict[str, list[Path]] = {}
+    for p in sorted(report.folder.glob("fusec_*.py")):
+        sources.setdefault(kernel_key(p.stem), []).append(p)
     launches = _launch_lines(report.launcher or "")
     for box in report.boxes:
         if box.kind not in ("kernel", "combo"):
             continue
         key = kernel_key(box.name)
-        path = sources.get(key)
+        forms = sources.get(key, [])  # a looped kernel with persistent_up_to has two: fusec_red_* and fusec_per_*
+        path = next((p for p in forms if p.stem == box.name.lstrip("@")), forms[0] if forms else None)
+        if len(forms) > 1:
+            box.schedule["also compiled"] = ", ".join(p.name for p in forms if p is not path) + \
+                " (the launcher picks a form per call)"
         if path is not None:
             box.source, box.source_file = path.read_text(), path.name
             header = box.source.splitlines()[0] if box.source else ""

@@ -216,3 +216,16 @@ def test_a_profiled_kernel_shared_by_launch_sites_splits_its_time_among_them(tmp
     out = tmp_path / "r.html"
     assert main([str(tmp_path), "--profile", str(profile_file), "-o", str(out)]) == 0
     assert out.read_text().count("4.5 µs") >= 2
+
+
+def test_a_kernel_with_a_persistent_form_shows_its_own_source_and_names_the_other(tmp_path):
+    torch._dynamo.reset()
+    x = torch.randn(4, 50)
+    got = torch.compile(lambda x: torch.softmax(x, -1), backend="fusec", dynamic=True,
+                        options={"dump_dir": str(tmp_path)})(x)
+    torch.testing.assert_close(got, torch.softmax(x, -1))
+    torch._dynamo.reset()
+    (folder,) = graph_dirs(tmp_path)
+    (box,) = [b for b in read_graph(folder).boxes if b.kind == "kernel"]
+    assert box.name.startswith("fusec_red_") and box.source_file == f"{box.name}.py"
+    assert box.schedule["also compiled"].startswith(box.name.replace("fusec_red_", "fusec_per_") + ".py")
