@@ -63,11 +63,11 @@ def build(name: str) -> tuple[torch.nn.Module, str]:
     raise SystemExit(f"unknown model {name}")
 
 
-def inputs(kind: str, batch: int, size: int, dtype, g) -> dict:
+def inputs(kind: str, batch: int, size: int, dtype, g, device: str = "cuda") -> dict:
     if kind == "tokens":
-        ids = torch.randint(0, 30000, (batch, size), generator=g).cuda()
+        ids = torch.randint(0, 30000, (batch, size), generator=g).to(device)
         return {"input_ids": ids, "labels": ids}
-    return {"pixel_values": torch.randn(batch, 3, size, size, generator=g).to("cuda", dtype)}
+    return {"pixel_values": torch.randn(batch, 3, size, size, generator=g).to(device, dtype)}
 
 
 def loss_of(out) -> torch.Tensor:

@@ -1,0 +1,116 @@
+"""Where one model's first call goes, by stage (GPU), bf16, static shapes.
+
+    python bench/first_call.py MODEL infer|train BACKEND
+
+BACKEND is fusec, inductor, inductor-combo or any Dynamo backend (``aot_eager_decomp_partition`` gives the share
+of Dynamo and AOTAutograd alone).  For fusec, prints beside the first call's seconds the time in each stage
+(import, the pipeline and its slowest passes, lowering, the compile pool's precompile, building launchers), as one
+JSON line; ``--profile FILE`` also writes a cProfile of the first call.  Run each configuration in a fresh process,
+with fresh caches (``FUSEC_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``) for a cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import json
+import time
+from collections.abc import Callable
+
+import torch
+from models import SIZES, build, inputs, loss_of, main_of
+
+spent: collections.Counter[str] = collections.Counter()
+calls: collections.Counter[str] = collections.Counter()
+passes: collections.Counter[str] = collections.Counter()
+
+
+def timed(owner, attr: str, key: str) -> None:
+    """Replace ``owner.attr`` by a wrapper adding its time to ``spent[key]``."""
+    inner: Callable = getattr(owner, attr)
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[key] += time.perf_counter() - start
+            calls[key] += 1
+
+    setattr(owner, attr, wrapper)
+
+
+def instrument_fusec() -> None:
+    import fusec.backend as backend
+    import fusec.pipeline as pipeline
+    from fusec.runtime import compile_pool, compiled
+
+    timed(backend, "compile_graph", "compile_graph")
+    timed(backend, "import_graph", "import")
+    timed(pipeline, "run_pipeline", "passes")
+    timed(backend, "make_executor", "lowering")
+    timed(compiled.CompiledGraph, "precompile", "precompile")
+    timed(compile_pool.CompilePool, "compile", "pool.compile")
+    report = pipeline.PassClock.report
+
+    def add_pass_times(clock, out):
+        for name, seconds in clock.times:
+            passes[name] += seconds
+        return report(clock, out)
+
+    pipeline.PassClock.report = add_pass_times  # type: ignore[method-assign]
+    try:  # Triton < 3.7 compiles a C launcher per kernel signature in the launching process
+        import triton.backends.nvidia.driver as nvidia
+
+        if hasattr(nvidia, "compile_module_from_src"):
+            timed(nvidia, "compile_module_from_src", "launchers built or loaded here")
+    except ImportError:
+        pass
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("model", choices=sorted(SIZES))
+    p.add_argument("mode", choices=["infer", "train"])
+    p.add_argument("backend")
+    p.add_argument("--profile", help="write a cProfile of the first call to this file")
+    p.add_argument("--device", default="cuda", help="cuda; cpu checks the script itself (kernels interpreted)")
+    args = p.parse_args()
+    if args.backend == "fusec":
+        instrument_fusec()
+    torch.manual_seed(0)
+    model, kind = build(args.model)
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    model = model.to(args.device, dtype).train(args.mode == "train")
+    batch, size = SIZES[args.model] if args.device == "cuda" else (1, 32)
+    data = inputs(kind, batch, size, dtype, torch.Generator().manual_seed(1), args.device)
+    if args.mode == "infer":
+        data.pop("labels", None)
+    if args.backend.startswith("inductor"):
+        import torch._inductor.config as inductor_config
+
+        inductor_config.combo_kernels = args.backend == "inductor-combo"
+    compiled = torch.compile(model, backend="inductor" if args.backend.startswith("inductor") else args.backend)
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler is not None:
+        profiler.enable()
+    start = time.perf_counter()
+    if args.mode == "train":
+        loss_of(compiled(**data)).backward()
+    else:
+        with torch.no_grad():
+            main_of(compiled(**data))
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+    total = time.perf_counter() - start
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+    print(json.dumps({"model": args.model, "mode": args.mode, "backend": args.backend, "first_call_s": round(total, 2),
+                      "stages_s": {k: round(v, 2) for k, v in sorted(spent.items())}, "calls": dict(calls),
+                      "slowest_passes_s": {k: round(v, 2) for k, v in passes.most_common(8)}}))
+
+
+if __name__ == "__main__":
+    main()
