@@ -218,9 +218,7 @@ def kernel_schedule(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = N
     for sym, hint in (size_hints or {}).items():
         lo, hi = bounds.get(sym, (1, math.inf))
         bounds[sym] = (lo, max(hi, hint))  # stay correct for the example sizes
-    alone = isinstance(kernel.parent_op(), F.GraphOp)  # a combo member's launch is the combo's
-    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock,
-                           options.runtime_persistent and alone)
+    return decide_schedule(kernel, bounds, options.persistent_threshold, options.max_rblock, options.runtime_persistent)
 
 
 def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None,

@@ -121,11 +121,13 @@ def kernel_name(base: str, kind: str) -> str:
 def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
                     max_rblock: int = DEFAULT_MAX_RBLOCK, runtime_persistent: bool = False) -> tuple[F.KernelSchedule, str]:
     """The schedule of ``kernel`` for sizes within ``bounds``, and its final name; ``runtime_persistent``: a looped
-    kernel over a symbolic rnumel may run persistent per call (``persistent_up_to``)."""
+    kernel over a symbolic rnumel may run persistent per call (``persistent_up_to``), unless it is a combo member
+    (the combo's launch is shared)."""
     kind = schedule_kind(kernel, bounds, persistent_threshold)
     index = "int64" if needs_int64(kernel, bounds) else "int32"
     outer = kind in ("persistent", "looped") and kernel.is_outer_reduction
-    up_to = persistent_up_to(kernel, bounds, persistent_threshold) if kind == "looped" and runtime_persistent else None
+    alone = isinstance(kernel.parent_op(), F.GraphOp)
+    up_to = persistent_up_to(kernel, bounds, persistent_threshold) if kind == "looped" and runtime_persistent and alone else None
     schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to)
     return schedule, kernel_name(kernel.sym_name.data, kind)
 
@@ -150,9 +152,8 @@ class ScheduleKernels(ModulePass):
         renamed: dict[str, str] = {}
         for kernel in op.walk():
             if isinstance(kernel, F.KernelOp):
-                alone = isinstance(kernel.parent_op(), F.GraphOp)  # a combo member's launch is the combo's
                 schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock,
-                                                 self.runtime_persistent and alone)
+                                                 self.runtime_persistent)
                 kernel.record_schedule(schedule)
                 if name != kernel.sym_name.data:
                     renamed[f"@{kernel.sym_name.data}"] = f"@{name}"
