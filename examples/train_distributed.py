@@ -3,6 +3,7 @@
     torchrun --nproc-per-node 2 examples/train_distributed.py --mode ddp --check
     torchrun --nproc-per-node 2 examples/train_distributed.py --mode fsdp2 --check
     torchrun --nproc-per-node 2 examples/train_distributed.py --mode tp --check
+    torchrun --nproc-per-node 2 examples/train_distributed.py --mode tp --size base --overlap --check
 
 gloo on CPU, nccl on GPUs.  Modes, each PyTorch's own engine with fusec compiling the graphs:
 
@@ -11,7 +12,11 @@ gloo on CPU, nccl on GPUs.  Modes, each PyTorch's own engine with fusec compilin
 * ``tp``: the MLPs column-/row-wise parallel (DTensor; attention stays replicated: GPT-2 computes
   q, k and v in one projection, which a column split would cut across), each block compiled.
 
-``--check`` trains the same model eagerly with the same seed and compares the losses.
+``--check`` trains the same model eagerly with the same seed and compares the losses.  ``--overlap`` passes
+``options={"overlap_collectives": True}``: torch's overlap scheduler buckets and reschedules the collectives in
+the graphs (TP's; DDP's and FSDP2's run outside them) before fusec imports them.  ``--size base`` trains a
+GPT-2 large enough for the collectives to take time (768 wide, 4 layers, 8 x 256 tokens); ``tiny`` (default)
+checks the plumbing in seconds.
 """
 
 from __future__ import annotations
@@ -25,13 +30,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+SIZES = {"tiny": {"n_embd": 32, "n_layer": 2, "n_head": 2, "batch": 2, "tokens": 16},
+         "base": {"n_embd": 768, "n_layer": 4, "n_head": 12, "batch": 8, "tokens": 256}}
 
-def build_model(seed: int) -> nn.Module:
+
+def build_model(seed: int, size: str) -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=2,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)  # no dropout: runs compare exactly
+    dims = SIZES[size]
+    config = GPT2Config(vocab_size=128, n_positions=dims["tokens"], n_embd=dims["n_embd"], n_layer=dims["n_layer"],
+                        n_head=dims["n_head"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                        eos_token_id=0)  # no dropout: runs compare exactly
     return GPT2LMHeadModel(config)
 
 
@@ -44,18 +54,18 @@ def conv1d_as_linear(conv) -> nn.Linear:
     return linear
 
 
-def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.device) -> nn.Module:
-    """The model wrapped for ``mode``; compiled with ``backend`` (None: eager)."""
+def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.device, options: dict | None) -> nn.Module:
+    """The model wrapped for ``mode``; compiled with ``backend`` (None: eager) and its ``options``."""
     blocks = model.transformer.h
 
     def compiled(module: nn.Module) -> nn.Module:
-        return module if backend is None else torch.compile(module, backend=backend, fullgraph=True)
+        return module if backend is None else torch.compile(module, backend=backend, fullgraph=True, options=options)
 
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         # Compile the wrapped model: torch.compile(DDP(m)) breaks at DDP's forward and captures nothing.
-        inner = model if backend is None else torch.compile(model, backend=backend)
+        inner = model if backend is None else torch.compile(model, backend=backend, options=options)
         return DDP(inner, device_ids=[device.index] if device.type == "cuda" else None)
     if mode == "fsdp2":
         from torch.distributed.fsdp import fully_shard
@@ -80,27 +90,43 @@ def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.
     raise SystemExit(f"--mode must be ddp, fsdp2 or tp, not {mode!r}")
 
 
-def train(mode: str, backend: str | None, steps: int, device: torch.device) -> tuple[list[float], float]:
-    """Losses of ``steps`` SGD steps and the seconds per step after the first."""
-    model = parallelize(build_model(seed=0).to(device), mode, backend, device)
+def train(mode: str, backend: str | None, steps: int, device: torch.device, size: str = "tiny",
+          options: dict | None = None, skew: float = 0.0) -> tuple[list[float], float, int]:
+    """Losses of ``steps`` SGD steps, the seconds per step after the first, and the GPU kernels of one more step
+    (0 on the CPU).  ``skew``: rank 1 starts (and so compiles) that many seconds after the others."""
+    model = parallelize(build_model(seed=0, size=size).to(device), mode, backend, device, options)
     # Under TP, DTensor (sharded MLP) and plain tensors (replicated attention) are mixed: foreach kernels (the default
     # for CUDA tensors) refuse mixed lists (found on two H100s; CPU tensors default to the per-tensor loop).
     opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False if mode == "tp" else None)
     # DDP and FSDP2 split the batch over the ranks; TP's ranks all see the same batch.
     data_rank = 0 if mode == "tp" else dist.get_rank()
     gen = torch.Generator().manual_seed(1000 + data_rank)
-    losses, started = [], 0.0
-    for step in range(steps):
-        if step == 1:
-            started = time.perf_counter()
-        ids = torch.randint(0, 128, (2, 16), generator=gen).to(device)
+
+    def step() -> float:
+        ids = torch.randint(0, 128, (SIZES[size]["batch"], SIZES[size]["tokens"]), generator=gen).to(device)
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad()
-        losses.append(loss.item())
+        return loss.item()  # also waits for the step's kernels: the time per step is the device's
+
+    if skew and dist.get_rank() == 1:
+        time.sleep(skew)
+    losses, started = [], 0.0
+    for i in range(steps):
+        if i == 1:
+            started = time.perf_counter()
+        losses.append(step())
     per_step = (time.perf_counter() - started) / max(steps - 1, 1)
-    return losses, per_step
+    if device.type != "cuda":
+        return losses, per_step, 0
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+    kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "Memcpy" not in e.name
+                  and "Memset" not in e.name)
+    return losses, per_step, kernels
 
 
 def main() -> int:
@@ -109,6 +135,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--backend", default="fusec", help="torch.compile backend (fusec, inductor, aot_eager, ...)")
     parser.add_argument("--check", action="store_true", help="train eagerly too and compare the losses")
+    parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    parser.add_argument("--overlap", action="store_true", help="fusec option overlap_collectives (torch's scheduler)")
+    parser.add_argument("--skew", type=float, default=0.0, help="rank 1 starts SKEW seconds late (a slower compile)")
     args = parser.parse_args()
     if "RANK" not in os.environ:
         print("launch with torchrun, e.g. torchrun --nproc-per-node 2 examples/train_distributed.py --mode ddp", file=sys.stderr)
@@ -122,15 +151,20 @@ def main() -> int:
     if cuda:
         torch.cuda.set_device(device)
     try:
-        losses, per_step = train(args.mode, args.backend, args.steps, device)
+        options = {"overlap_collectives": True} if args.overlap else None
+        if options is not None and args.backend != "fusec":
+            parser.error("--overlap is a fusec option")
+        losses, per_step, kernels = train(args.mode, args.backend, args.steps, device, args.size, options, args.skew)
         if rank == 0:
-            print(f"{args.mode} {args.backend}: losses {[round(v, 5) for v in losses]}, {per_step * 1e3:.1f} ms/step")
+            print(f"{args.mode} {args.backend}{' overlap' if args.overlap else ''}: losses {[round(v, 5) for v in losses]}, "
+                  f"{per_step * 1e3:.1f} ms/step, {kernels} GPU kernels a step")
         if args.check:
             torch._dynamo.reset()
-            want, eager_step = train(args.mode, None, args.steps, device)
+            want, eager_step, eager_kernels = train(args.mode, None, args.steps, device, args.size)
             ok = torch.allclose(torch.tensor(losses), torch.tensor(want), rtol=1e-4, atol=1e-5)
             if rank == 0:
-                print(f"{args.mode} eager: losses {[round(v, 5) for v in want]}, {eager_step * 1e3:.1f} ms/step: "
+                print(f"{args.mode} eager: losses {[round(v, 5) for v in want]}, {eager_step * 1e3:.1f} ms/step, "
+                      f"{eager_kernels} GPU kernels a step: "
                       f"{'match' if ok else 'MISMATCH'}")
             if not ok:
                 return 1

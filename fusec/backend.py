@@ -20,6 +20,11 @@ keyword argument ``options``):
 ``execute``
     ``"triton"`` (generated kernels, through ``fusec.runtime``; default) or
     ``"interpret"`` (the reference interpreter).
+``overlap_collectives``
+    ``True``: a graph holding collectives (tensor parallelism, a ``python_reducer``
+    backward) is bucketed and rescheduled by PyTorch's overlap scheduler before
+    import, so compute runs while data moves (``fusec.frontend.collective_overlap``);
+    default ``False``.
 ``compile_workers``
     how many processes compile Triton kernels on the GPU (1: in-process); default:
     ``$FUSEC_COMPILE_WORKERS``, else min(cpus, 8).  They start when the backend is
@@ -63,6 +68,7 @@ class BackendOptions:
     compile_workers: int | None = None  # None: $FUSEC_COMPILE_WORKERS, else min(cpus, 8)
     native_pooling: bool = False  # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls
     cudagraphs: bool = False  # replay each graph's launches as a CUDA graph (fusec.runtime.cudagraphs)
+    overlap_collectives: bool = False  # torch's collective bucketing and overlap scheduling before import
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -82,16 +88,11 @@ class BackendOptions:
         workers = options.get("compile_workers")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
-        pooling = options.get("native_pooling", False)
-        if not isinstance(pooling, bool):
-            raise BackendOptionError(f"fusec: option 'native_pooling' must be True or False, got {pooling!r}")
-        graphs = options.get("cudagraphs", False)
-        if not isinstance(graphs, bool):
-            raise BackendOptionError(f"fusec: option 'cudagraphs' must be True or False, got {graphs!r}")
+        pooling, graphs, overlap = (_flag(options, name) for name in ("native_pooling", "cudagraphs", "overlap_collectives"))
         if graphs and execute == "interpret":
             raise BackendOptionError("fusec: option 'cudagraphs' needs execute='triton' (the interpreter launches nothing)")
         return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling,
-                              graphs)
+                              graphs, overlap)
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -101,6 +102,13 @@ class BackendOptions:
         if self.pipeline.endswith(".pipeline"):
             return read_pipeline_file(self.pipeline)
         return self.pipeline
+
+
+def _flag(options: dict, name: str) -> bool:
+    value = options.get(name, False)
+    if not isinstance(value, bool):
+        raise BackendOptionError(f"fusec: option {name!r} must be True or False, got {value!r}")
+    return value
 
 
 def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
@@ -149,6 +157,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     dump = options.dump_dir / name if options.dump_dir is not None else None
     started = time.perf_counter()
     with remarks.collect() as import_log:
+        if options.overlap_collectives:
+            from fusec.frontend.collective_overlap import schedule_collective_overlap
+
+            gm = schedule_collective_overlap(gm)
         try:
             module, info = import_graph(gm, example_inputs, name)
         except UnsupportedGraph as e:

@@ -40,6 +40,7 @@ def run_on_two_ranks(case: str, out_dir: Path) -> dict:
     # What fusec compiled on rank 0: each graph's ordered externs (collectives and waits), from its final IR.
     dumps = sorted((out_dir / "dump0").glob("*/final.mlir")) if (out_dir / "dump0").exists() else []
     results[0]["graphs"] = {p.parent.name: p.read_text().count("{collective = ") for p in dumps}
+    results[0]["remarks"] = "".join(p.with_name("remarks.txt").read_text() for p in dumps)
     return results[0]
 
 
@@ -109,7 +110,7 @@ def ddp_small_buckets(rank: int) -> dict:
     return {"backend_calls": len(calls)}
 
 
-def ddp_python_reducer(rank: int) -> dict:
+def ddp_python_reducer(rank: int, options: dict | None = None) -> dict:
     """DDP with optimize_ddp="python_reducer" and compiled autograd: the backward holds all_reduce + wait."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -122,8 +123,8 @@ def ddp_python_reducer(rank: int) -> dict:
     backend, calls = counting_fusec()
     with torch._dynamo.config.patch(optimize_ddp="python_reducer"):
         compiled_model = DDP(copy.deepcopy(base))  # DDP picks its reducer when made
-        compiled_model.module = torch.compile(compiled_model.module, backend=backend)
-        with torch._dynamo.compiled_autograd._enable(torch.compile(backend=backend)):
+        compiled_model.module = torch.compile(compiled_model.module, backend=backend, options=options)
+        with torch._dynamo.compiled_autograd._enable(torch.compile(backend=backend, options=options)):
             compiled_model(x).square().mean().backward()
     for a, b in zip(_grads(eager), _grads(compiled_model), strict=True):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
@@ -170,6 +171,46 @@ def _tp(rank: int, sequence_parallel: bool) -> dict:
     reference = base(x).chunk(WORLD, dim=1)[rank] if sequence_parallel else base(x)
     torch.testing.assert_close(want, reference, rtol=1e-4, atol=1e-5)  # TP itself matches one device
     return {"backend_calls": len(calls)}
+
+
+def overlapped() -> dict:
+    """The backend option that runs torch's overlap scheduler, made to run on the CPU: its roofline estimate of
+    compute reads a GPU's bandwidth, so a constant stands in for it (the collectives keep their analytical model)."""
+    import torch._inductor.fx_passes.overlap_scheduling as overlap_scheduling
+
+    from fusec.frontend import collective_overlap
+
+    overlap_scheduling.estimate_roofline_runtime_ms = lambda node: 0.01
+    collective_overlap.runtime_estimates_available = lambda: True
+    return {"overlap_collectives": True}
+
+
+def ddp_python_reducer_overlapped(rank: int) -> dict:
+    return ddp_python_reducer(rank, overlapped())
+
+
+def bucketed_collectives_overlapped(rank: int) -> dict:
+    """Two all-gathers and two reduce-scatters that torch's scheduler buckets, around matmuls it overlaps them with."""
+    import torch.distributed._functional_collectives as fcol
+
+    def f(x, w1, w2, y):
+        a = fcol.all_gather_tensor(w1, 0, dist.group.WORLD)
+        b = fcol.all_gather_tensor(w2.sin(), 0, dist.group.WORLD)
+        r = fcol.reduce_scatter_tensor(w1 * 2, "sum", 0, dist.group.WORLD)
+        s = fcol.reduce_scatter_tensor(w2 + 1, "sum", 0, dist.group.WORLD)
+        h = (y @ y).relu()
+        return (x @ a.t()) + 1, (h @ b.t()).cos(), r * s
+
+    torch._dynamo.reset()
+    torch.manual_seed(10 + rank)  # different data on each rank: the gathers and sums show it
+    inputs = [torch.randn(16, 16) for _ in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # all_gather_tensor's deprecation
+        want = f(*inputs)
+        got = torch.compile(f, backend="fusec", options=overlapped())(*inputs)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    return {}
 
 
 def tp_pairwise(rank: int) -> dict:

@@ -49,3 +49,15 @@ def test_fsdp2_per_block_losses_match_eager(tmp_path):
     facts = gloo_cases.run_on_two_ranks("fsdp2_per_block", tmp_path)
     assert facts["backend_calls"] == 2, facts  # one graph per block, no recompile on steps 2 and 3
     assert len(facts["losses"]) == 3
+
+
+def test_overlap_option_reschedules_the_reducer_backward(tmp_path):
+    # torch's overlap scheduler before import (a constant compute estimate stands in for its GPU roofline)
+    facts = gloo_cases.run_on_two_ranks("ddp_python_reducer_overlapped", tmp_path)  # grads equal eager DDP's
+    assert sum(facts["graphs"].values()) == 12, facts  # each all_reduce kept with its wait
+    assert "overlap-collectives: scheduled" in facts["remarks"], facts
+
+
+def test_overlap_option_buckets_gathers_and_matches_eager(tmp_path):
+    facts = gloo_cases.run_on_two_ranks("bucketed_collectives_overlapped", tmp_path)  # outputs equal eager's
+    assert "(1 all-gather bucket(s) made functional)" in facts["remarks"], facts
