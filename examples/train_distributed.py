@@ -8,7 +8,8 @@
 gloo on CPU, nccl on GPUs.  Modes, each PyTorch's own engine with fusec compiling the graphs:
 
 * ``ddp``: DistributedDataParallel around the compiled model (Dynamo splits the graph at gradient buckets);
-* ``fsdp2``: TorchTitan's order: each block compiled (``fullgraph=True``), then ``fully_shard`` per block;
+* ``fsdp2``: TorchTitan's order: each block activation-checkpointed (with ``--checkpoint``), compiled
+  (``fullgraph=True``), then ``fully_shard`` per block;
 * ``tp``: the MLPs column-/row-wise parallel (DTensor; attention stays replicated: GPT-2 computes
   q, k and v in one projection, which a column split would cut across), each block compiled.
 
@@ -41,7 +42,8 @@ def build_model(seed: int, size: str) -> nn.Module:
     dims = SIZES[size]
     config = GPT2Config(vocab_size=128, n_positions=dims["tokens"], n_embd=dims["n_embd"], n_layer=dims["n_layer"],
                         n_head=dims["n_head"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
-                        eos_token_id=0)  # no dropout: runs compare exactly
+                        eos_token_id=0,  # no dropout: runs compare exactly
+                        use_cache=False)  # training keeps no KV cache (under checkpointing Dynamo cannot trace its lazy init)
     return GPT2LMHeadModel(config)
 
 
@@ -54,7 +56,8 @@ def conv1d_as_linear(conv) -> nn.Linear:
     return linear
 
 
-def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.device, options: dict | None) -> nn.Module:
+def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.device, options: dict | None,
+                checkpoint: bool = False) -> nn.Module:
     """The model wrapped for ``mode``; compiled with ``backend`` (None: eager) and its ``options``."""
     blocks = model.transformer.h
 
@@ -68,10 +71,11 @@ def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.
         inner = model if backend is None else torch.compile(model, backend=backend, options=options)
         return DDP(inner, device_ids=[device.index] if device.type == "cuda" else None)
     if mode == "fsdp2":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
         from torch.distributed.fsdp import fully_shard
 
         for i in range(len(blocks)):
-            blocks[i] = compiled(blocks[i])
+            blocks[i] = compiled(checkpoint_wrapper(blocks[i]) if checkpoint else blocks[i])
             fully_shard(blocks[i])
         fully_shard(model)
         return model
@@ -91,10 +95,10 @@ def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.
 
 
 def train(mode: str, backend: str | None, steps: int, device: torch.device, size: str = "tiny",
-          options: dict | None = None, skew: float = 0.0) -> tuple[list[float], float, int]:
+          options: dict | None = None, skew: float = 0.0, checkpoint: bool = False) -> tuple[list[float], float, int]:
     """Losses of ``steps`` SGD steps, the seconds per step after the first, and the GPU kernels of one more step
     (0 on the CPU).  ``skew``: rank 1 starts (and so compiles) that many seconds after the others."""
-    model = parallelize(build_model(seed=0, size=size).to(device), mode, backend, device, options)
+    model = parallelize(build_model(seed=0, size=size).to(device), mode, backend, device, options, checkpoint)
     # Under TP, DTensor (sharded MLP) and plain tensors (replicated attention) are mixed: foreach kernels (the default
     # for CUDA tensors) refuse mixed lists (found on two H100s; CPU tensors default to the per-tensor loop).
     opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False if mode == "tp" else None)
@@ -137,6 +141,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="train eagerly too and compare the losses")
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--overlap", action="store_true", help="fusec option overlap_collectives (torch's scheduler)")
+    parser.add_argument("--checkpoint", action="store_true", help="fsdp2: activation checkpointing of each block")
     parser.add_argument("--skew", type=float, default=0.0, help="rank 1 starts SKEW seconds late (a slower compile)")
     args = parser.parse_args()
     if "RANK" not in os.environ:
@@ -154,13 +159,15 @@ def main() -> int:
         options = {"overlap_collectives": True} if args.overlap else None
         if options is not None and args.backend != "fusec":
             parser.error("--overlap is a fusec option")
-        losses, per_step, kernels = train(args.mode, args.backend, args.steps, device, args.size, options, args.skew)
+        losses, per_step, kernels = train(args.mode, args.backend, args.steps, device, args.size, options, args.skew,
+                                          args.checkpoint)
         if rank == 0:
             print(f"{args.mode} {args.backend}{' overlap' if args.overlap else ''}: losses {[round(v, 5) for v in losses]}, "
                   f"{per_step * 1e3:.1f} ms/step, {kernels} GPU kernels a step")
         if args.check:
             torch._dynamo.reset()
-            want, eager_step, eager_kernels = train(args.mode, None, args.steps, device, args.size)
+            want, eager_step, eager_kernels = train(args.mode, None, args.steps, device, args.size,
+                                                    checkpoint=args.checkpoint)
             ok = torch.allclose(torch.tensor(losses), torch.tensor(want), rtol=1e-4, atol=1e-5)
             if rank == 0:
                 print(f"{args.mode} eager: losses {[round(v, 5) for v in want]}, {eager_step * 1e3:.1f} ms/step, "

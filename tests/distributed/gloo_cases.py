@@ -224,7 +224,8 @@ def tp_sequence_parallel(rank: int) -> dict:
 # ---------------------------------------------------------------- FSDP2
 
 
-def _fsdp2_losses(compile_blocks: bool, rank: int) -> tuple[list[float], int]:
+def _fsdp2_losses(compile_blocks: bool, rank: int, checkpointed: bool = False) -> tuple[list[float], int]:
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     from torch.distributed.fsdp import fully_shard
 
     torch._dynamo.reset()
@@ -234,7 +235,9 @@ def _fsdp2_losses(compile_blocks: bool, rank: int) -> tuple[list[float], int]:
         nn.init.normal_(p, std=0.2)
     backend, calls = counting_fusec()
     for i, block in enumerate(model):
-        if compile_blocks:  # TorchTitan's order: per-block compile, then fully_shard
+        if checkpointed:  # TorchTitan's order: activation checkpointing, per-block compile, then fully_shard
+            block = checkpoint_wrapper(block)
+        if compile_blocks:
             block.compile(backend=backend, fullgraph=True)
         fully_shard(block)
         model[i] = block
@@ -252,8 +255,12 @@ def _fsdp2_losses(compile_blocks: bool, rank: int) -> tuple[list[float], int]:
     return losses, len(calls)
 
 
-def fsdp2_per_block(rank: int) -> dict:
-    eager, _ = _fsdp2_losses(False, rank)
-    compiled, calls = _fsdp2_losses(True, rank)
+def fsdp2_per_block(rank: int, checkpointed: bool = False) -> dict:
+    eager, _ = _fsdp2_losses(False, rank, checkpointed)
+    compiled, calls = _fsdp2_losses(True, rank, checkpointed)
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), rtol=1e-4, atol=1e-5)
     return {"losses": compiled, "backend_calls": calls}
+
+
+def fsdp2_checkpointed_per_block(rank: int) -> dict:
+    return fsdp2_per_block(rank, checkpointed=True)

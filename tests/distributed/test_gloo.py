@@ -61,3 +61,10 @@ def test_overlap_option_reschedules_the_reducer_backward(tmp_path):
 def test_overlap_option_buckets_gathers_and_matches_eager(tmp_path):
     facts = gloo_cases.run_on_two_ranks("bucketed_collectives_overlapped", tmp_path)  # outputs equal eager's
     assert "(1 all-gather bucket(s) made functional)" in facts["remarks"], facts
+
+
+def test_fsdp2_checkpointed_per_block_losses_match_eager(tmp_path):
+    # TorchTitan's order: activation checkpointing, then per-block compile, then fully_shard
+    facts = gloo_cases.run_on_two_ranks("fsdp2_checkpointed_per_block", tmp_path)
+    assert facts["backend_calls"] == 2, facts
+    assert {name.split("_")[0] for name in facts["graphs"]} == {"forward", "backward"}, facts
