@@ -29,7 +29,7 @@ from fusec.base.shapes import ExprReader, print_expr
 __all__ = [
     "BF16", "BOOL", "ELEMENT_TYPES", "ELEMENT_TYPE_NAMES", "F16", "F32", "F64", "GRAPH_DEVICE", "I8", "I16", "I32", "I64",
     "TORCH_ENUMS", "U8", "ExprAttr", "NumberAttr", "OperandSlotAttr", "SizeFactAttr", "SymbolAttr", "TensorType", "TorchConstAttr",
-    "dtype_name", "element_of", "extern_arg_operand_count", "is_element_type", "is_extern_arg", "is_float", "torch_dtype",
+    "TorchOpAttr", "dtype_name", "element_of", "extern_arg_operand_count", "is_element_type", "is_extern_arg", "is_float", "torch_dtype",
 ]
 
 # ---------------------------------------------------------------- expressions in xDSL's token stream
@@ -472,6 +472,23 @@ class TorchConstAttr(Data[str]):
             printer.print_string_literal(self.data)
 
 
+@irdl_attr_definition
+class TorchOpAttr(Data[str]):
+    """A torch op passed as an argument (``op "aten.rand_like.default"``): a higher-order op's ``op``, which it
+    runs (``higher_order.run_with_rng_state``, the random op that activation checkpointing recomputes)."""
+
+    name = "fusec.torch_op"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> str:
+        with parser.in_angle_brackets():
+            return parser.parse_str_literal()
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.data)
+
+
 GRAPH_DEVICE = "device"
 TORCH_ENUMS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "strided", "sparse_coo")
 
@@ -486,7 +503,9 @@ def extern_arg_operand_count(arg: Attribute) -> int:
 
 
 def is_extern_arg(arg: Attribute) -> bool:
-    """The values an extern argument may hold: operands, numbers, sizes, none, strings, dtypes, torch constants, lists."""
+    """The values an extern argument may hold: operands, numbers, sizes, none, strings, dtypes, torch constants and
+    ops, lists."""
     if isinstance(arg, ArrayAttr):
         return all(is_extern_arg(a) for a in arg.data)
-    return isinstance(arg, (OperandSlotAttr, ExprAttr, NumberAttr, NoneAttr, StringAttr, TorchConstAttr)) or is_element_type(arg)
+    return isinstance(arg, (OperandSlotAttr, ExprAttr, NumberAttr, NoneAttr, StringAttr, TorchConstAttr, TorchOpAttr)) \
+        or is_element_type(arg)

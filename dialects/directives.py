@@ -38,6 +38,7 @@ from fusec.dialects.attributes import (
     OperandSlotAttr,
     TensorType,
     TorchConstAttr,
+    TorchOpAttr,
     expr_reader,
     number_text,
     parse_expr,
@@ -216,6 +217,9 @@ class _ExternArgPrinter:
             else:
                 p.print_string("device ")
                 p.print_string_literal(a.data)
+        elif isinstance(a, TorchOpAttr):
+            p.print_string("op ")
+            p.print_string_literal(a.data)
         else:
             p.print_attribute(a)
 
@@ -285,6 +289,8 @@ class _ExternArgParser:
         if name == "device":
             text = self.parser.parse_optional_str_literal()
             return TorchConstAttr(GRAPH_DEVICE if text is None else text)
+        if name == "op" and (op := self.parser.parse_optional_str_literal()) is not None:
+            return TorchOpAttr(op)
         if name in ELEMENT_TYPE_NAMES:
             return ELEMENT_TYPE_NAMES[name]
         if name.startswith("torch."):

@@ -46,12 +46,13 @@ class Code:
 
 
 def extern_arguments(op: F.ExternOp, operands: Sequence, size: Callable[[sympy.Expr], object],
-                     device: object) -> tuple[list, dict]:
+                     device: object, torch_op: Callable[[str], object] = resolve_target) -> tuple[list, dict]:
     """The op's (args, kwargs) as Python values.
 
     ``operands``: what stands for each tensor operand, in order; ``size``: the
     value of a size expression; ``device``: the graph's device (a device the IR
-    names, ``device "cpu"``, is that device).
+    names, ``device "cpu"``, is that device); ``torch_op``: what stands for an
+    op passed as an argument (``op "aten.rand_like.default"``).
     """
     pending = iter(operands)
 
@@ -68,6 +69,8 @@ def extern_arguments(op: F.ExternOp, operands: Sequence, size: Callable[[sympy.E
             return None
         if isinstance(a, StringAttr):
             return a.data
+        if isinstance(a, F.TorchOpAttr):
+            return torch_op(a.data)
         if isinstance(a, F.TorchConstAttr):
             if a.data == F.GRAPH_DEVICE:
                 return device

@@ -92,6 +92,7 @@ from fusec.dialects.attributes import (
     SymbolAttr,
     TensorType,
     TorchConstAttr,
+    TorchOpAttr,
     dtype_name,
     element_of,
     extern_arg_operand_count,
@@ -128,7 +129,7 @@ Fusec = Dialect(
     "fusec",
     [GraphOp, OutputOp, PointwiseOp, ConstantOp, SymbolicOp, ReduceOp, ReshapeOp, PermuteOp, ExpandOp, SliceOp,
      CatOp, IndexOp, GatherOp, ExternOp, KernelOp, LoadOp, StoreOp, ReduceROp, ComboOp],
-    [ExprAttr, TensorType, SymbolAttr, SizeFactAttr, NumberAttr, OperandSlotAttr, TorchConstAttr],
+    [ExprAttr, TensorType, SymbolAttr, SizeFactAttr, NumberAttr, OperandSlotAttr, TorchConstAttr, TorchOpAttr],
 )
 
 # The dialect's names, one namespace for its users (`from fusec.dialects import fusec as F; F.KernelOp`):
@@ -137,6 +138,7 @@ __all__ = [
     # attributes and types
     "BF16", "BOOL", "ELEMENT_TYPES", "ELEMENT_TYPE_NAMES", "F16", "F32", "F64", "GRAPH_DEVICE", "I8", "I16", "I32", "I64",
     "TORCH_ENUMS", "U8", "ExprAttr", "NumberAttr", "OperandSlotAttr", "SizeFactAttr", "SymbolAttr", "TensorType", "TorchConstAttr",
+    "TorchOpAttr",
     "dtype_name", "element_of", "extern_arg_operand_count", "is_element_type", "is_extern_arg", "is_float", "torch_dtype",
     # pointwise functions and reductions
     "POINTWISE_FUNCTIONS", "PREDICATES", "REDUCTIONS", "broadcast_types", "reduction_result_type",

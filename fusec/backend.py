@@ -113,9 +113,6 @@ def _flag(options: dict, name: str) -> bool:
 
 def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
     """The Dynamo backend: AOTAutograd with fusec compiling the forward, backward and inference graphs."""
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-
     from fusec.pipeline import parse_pipeline_spec
 
     options = BackendOptions.from_dict(kwargs.pop("options", None))
@@ -133,6 +130,17 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
 
         start_early(options.compile_workers)  # workers import Triton while Dynamo and the pipeline run
     compiler = functools.partial(compile_graph, options=options)
+    # A random op that activation checkpointing recomputes replays the forward's RNG state: as a saved state tensor
+    # (run_and_save_rng_state / run_with_rng_state, torch calls fusec imports), not as the Generator objects of the
+    # CUDA-graph-safe form, which fusec cannot pass; that form only matters when replaying CUDA graphs.
+    with torch._functorch.config.patch(graphsafe_rng_functionalization=options.cudagraphs):
+        return _aot_compile(gm, example_inputs, compiler, options)
+
+
+def _aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence, compiler, options: BackendOptions):
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
     return aot_autograd(
         fw_compiler=functools.partial(compiler, kind="forward"),
         bw_compiler=functools.partial(compiler, kind="backward"),

@@ -325,7 +325,8 @@ class _LauncherWriter:
         except LookupError as e:
             raise LoweringError(f"@{self.gname}: fusec.extern: {e}") from None
         operands = [externs.Code(self.names[v]) for v in op.inputs]
-        args, kwargs = externs.extern_arguments(op, operands, lambda e: externs.Code(self.py(e)), externs.Code("device"))
+        args, kwargs = externs.extern_arguments(op, operands, lambda e: externs.Code(self.py(e)), externs.Code("device"),
+                                                lambda name: externs.Code(f"torch.ops.{name}"))
         call = self.call_line(target, args, kwargs)
         outs = [self.new_buffer(r) for r in op.outputs]
         returns = getattr(fn_object, "_schema", None)

@@ -36,4 +36,4 @@ def test_the_dialect_holds_every_op_once():
     names = [op.name for op in F.Fusec.operations]
     assert len(names) == len(set(names)) == 19
     assert {a.name for a in F.Fusec.attributes} == {"fusec.expr", "fusec.tensor", "fusec.sym", "fusec.number",
-                                                    "fusec.operand", "fusec.torch", "fusec.size_fact"}
+                                                    "fusec.operand", "fusec.torch", "fusec.torch_op", "fusec.size_fact"}

@@ -49,10 +49,19 @@ def extern_argument(v, operands: list[SSAValue], device: torch.device, refusal: 
         return ArrayAttr([extern_argument(x, operands, device, refusal) for x in v])
     if isinstance(v, torch.device):
         return F.TorchConstAttr(F.GRAPH_DEVICE if v.type == device.type else str(v))
+    if isinstance(v, torch._ops.OpOverload):  # the op a higher-order op runs
+        return F.TorchOpAttr(target_name(v))
     for kinds, make in _EXTERN_LEAVES:
         if isinstance(v, kinds):
             return make(v)
     raise UnsupportedGraph(f"{refusal} at run time")
+
+
+def target_name(target: torch._ops.OpOverload | torch._ops.HigherOrderOperator) -> str:
+    """An extern's target as the IR names it: ``aten.mm.default``, ``higher_order.run_with_rng_state``."""
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    return f"{target.namespace}.{target._opname}.{target._overloadname}"
 
 
 # Leaf values of extern arguments, in the order they are tried (a bool is an int: it comes first).
@@ -259,7 +268,7 @@ class GraphBuilder:
         node = self.node
         assert node is not None, "at() sets the node"
         target = node.target
-        assert isinstance(target, torch._ops.OpOverload), "lower_call passes aten calls only"
+        assert isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)), "aten calls and RNG replays only"
         operands: list[SSAValue] = []
 
         def arg(v) -> Attribute:
@@ -273,7 +282,7 @@ class GraphBuilder:
             if isinstance(e, torch.Tensor):
                 types.append(self.type_of(e, layout=True))
                 positions.append(i)
-        name = f"{target.namespace}.{target._opname}.{target._overloadname}"
+        name = target_name(target)
         op = self.emit(F.ExternOp(name, operands, args, types, kwargs, positions))
         if reason is not None:
             self.externs.append(name)

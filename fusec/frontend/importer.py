@@ -220,6 +220,10 @@ def in_dim_order(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     return torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).copy_(t)
 
 
+# Higher-order ops that run a random op with a saved RNG state (torch._prims.rng_prims): torch calls, in order.
+RNG_REPLAYS = frozenset({"run_and_save_rng_state", "run_with_rng_state"})
+
+
 def _is_opaque(value) -> bool:
     """A TorchScript object (real or fake): a process group a collective names, passed through untouched."""
     from torch._library.fake_class_registry import FakeScriptObject
@@ -357,6 +361,10 @@ class GraphImporter(GraphBuilder):
             return
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)) and not isinstance(val, torch.Tensor):
             self.values[node] = self.scalar_of(val)  # size arithmetic: its expression is in the meta
+            return
+        if isinstance(target, torch._ops.HigherOrderOperator) and target.name() in RNG_REPLAYS:
+            # Activation checkpointing's random ops: the forward saves the RNG state, the recomputation replays it.
+            self.values[node] = self.extern()
             return
         if not isinstance(target, torch._ops.OpOverload):
             raise UnsupportedGraph(f"FX node {node.name}: {target} is not an aten op")

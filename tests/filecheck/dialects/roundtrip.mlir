@@ -135,16 +135,18 @@ fusec.graph @discardable_attributes(%a : !fusec.tensor<[4], f32>) -> (!fusec.ten
 // CHECK-NEXT: fusec.store %v, %out[x] {note = "store"} : !fusec.tensor<[4], f32>
 
 // ---- extern calls: arguments as data (operands inline, sizes, numbers, none, strings, dtypes,
-// ---- torch constants, devices, nested lists, keyword arguments) and result positions.
+// ---- torch constants, devices, ops a higher-order op runs, nested lists, keyword arguments) and result positions.
 fusec.graph @extern_calls(%x : !fusec.tensor<[s0, 8], f32>, %w : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>) symbols(s0 in [2, inf]) {
   %f = fusec.extern "aten.full.default"([s0, 8], -0.5, dtype = f32, layout = torch.strided, device = device, pin_memory = false) : () -> !fusec.tensor<[s0, 8], f32>
   %c = fusec.extern "aten.empty.memory_format"([s0 - 1, 2*s0], dtype = bf16, device = device "cpu", memory_format = torch.channels_last) : () -> !fusec.tensor<[s0 - 1, 2*s0], bf16>
+  %rng, %r = fusec.extern "higher_order.run_and_save_rng_state"(op "aten.rand_like.default", %x, pin_memory = false) : (!fusec.tensor<[s0, 8], f32>) -> (!fusec.tensor<[16], ui8>, !fusec.tensor<[s0, 8], f32>)
   %a, %b = fusec.extern "aten.some_op.default"([%x, none, %x], %w, -inf, 1.0e-05, nan, true, "tanh", -s0 + 3) results [0, 2] : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>)
   fusec.output %f, %a, %b : !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>
 }
 // CHECK-LABEL: fusec.graph @extern_calls
 // CHECK-NEXT: %f = fusec.extern "aten.full.default"([s0, 8], -0.5, dtype = f32, layout = torch.strided, device = device, pin_memory = false) : () -> !fusec.tensor<[s0, 8], f32>
 // CHECK-NEXT: %c = fusec.extern "aten.empty.memory_format"([s0 - 1, 2*s0], dtype = bf16, device = device "cpu", memory_format = torch.channels_last) : () -> !fusec.tensor<[s0 - 1, 2*s0], bf16>
+// CHECK-NEXT: %rng, %r = fusec.extern "higher_order.run_and_save_rng_state"(op "aten.rand_like.default", %x, pin_memory = false) : (!fusec.tensor<[s0, 8], f32>) -> (!fusec.tensor<[16], ui8>, !fusec.tensor<[s0, 8], f32>)
 // CHECK-NEXT: %a, %b = fusec.extern "aten.some_op.default"([%x, none, %x], %w, -inf, 1.0e-05, nan, true, "tanh", 3 - s0) results [0, 2] : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>)
 // CHECK-NEXT: fusec.output %f, %a, %b : !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>
 // CHECK-NEXT: }
