@@ -4,6 +4,7 @@
     torchrun --nproc-per-node 2 examples/train_distributed.py --mode fsdp2 --check
     torchrun --nproc-per-node 2 examples/train_distributed.py --mode tp --check
     torchrun --nproc-per-node 2 examples/train_distributed.py --mode tp --size base --overlap --check
+    torchrun --nproc-per-node 4 examples/train_distributed.py --mode 2d --checkpoint --check
 
 gloo on CPU, nccl on GPUs.  Modes, each PyTorch's own engine with fusec compiling the graphs:
 
@@ -11,7 +12,9 @@ gloo on CPU, nccl on GPUs.  Modes, each PyTorch's own engine with fusec compilin
 * ``fsdp2``: TorchTitan's order: each block activation-checkpointed (with ``--checkpoint``), compiled
   (``fullgraph=True``), then ``fully_shard`` per block;
 * ``tp``: the MLPs column-/row-wise parallel (DTensor; attention stays replicated: GPT-2 computes
-  q, k and v in one projection, which a column split would cut across), each block compiled.
+  q, k and v in one projection, which a column split would cut across), each block compiled;
+* ``2d``: TP over pairs of ranks and FSDP2 across the pairs, in TorchTitan's order (TP, activation
+  checkpointing with ``--checkpoint``, per-block compile, ``fully_shard``); 4 ranks or more.
 
 ``--check`` trains the same model eagerly with the same seed and compares the losses.  ``--overlap`` passes
 ``options={"overlap_collectives": True}``: torch's overlap scheduler buckets and reschedules the collectives in
@@ -71,7 +74,6 @@ def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.
         inner = model if backend is None else torch.compile(model, backend=backend, options=options)
         return DDP(inner, device_ids=[device.index] if device.type == "cuda" else None)
     if mode == "fsdp2":
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
         from torch.distributed.fsdp import fully_shard
 
         for i in range(len(blocks)):
@@ -81,17 +83,48 @@ def parallelize(model: nn.Module, mode: str, backend: str | None, device: torch.
         return model
     if mode == "tp":
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         for i in range(len(blocks)):
-            block = blocks[i]
-            block.mlp.c_fc = conv1d_as_linear(block.mlp.c_fc)
-            block.mlp.c_proj = conv1d_as_linear(block.mlp.c_proj)
-            parallelize_module(block.mlp, mesh, {"c_fc": ColwiseParallel(), "c_proj": RowwiseParallel()})
-            blocks[i] = compiled(block)
+            blocks[i] = compiled(mlp_tensor_parallel(blocks[i], mesh))
         return model
-    raise SystemExit(f"--mode must be ddp, fsdp2 or tp, not {mode!r}")
+    if mode == "2d":  # TorchTitan's order: TP, activation checkpointing, per-block compile, fully_shard
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = two_d_mesh(device)
+        for i in range(len(blocks)):
+            block = mlp_tensor_parallel(blocks[i], mesh["tp"])
+            blocks[i] = compiled(checkpoint_wrapper(block) if checkpoint else block)
+            fully_shard(blocks[i], mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+        return model
+    raise SystemExit(f"--mode must be ddp, fsdp2, tp or 2d, not {mode!r}")
+
+
+def mlp_tensor_parallel(block: nn.Module, mesh) -> nn.Module:
+    """The block with its MLP column-/row-wise parallel over ``mesh``."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    block.mlp.c_fc = conv1d_as_linear(block.mlp.c_fc)
+    block.mlp.c_proj = conv1d_as_linear(block.mlp.c_proj)
+    parallelize_module(block.mlp, mesh, {"c_fc": ColwiseParallel(), "c_proj": RowwiseParallel()})
+    return block
+
+
+def two_d_mesh(device: torch.device):
+    """(data parallel, tensor parallel = 2) over all ranks."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    world = dist.get_world_size()
+    if world < 4 or world % 2:
+        raise SystemExit("--mode 2d needs an even number of ranks, at least 4 (tensor parallel over pairs)")
+    return init_device_mesh(device.type, (world // 2, 2), mesh_dim_names=("dp", "tp"))
+
+
+def checkpoint_wrapper(module: nn.Module) -> nn.Module:
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper as wrap
+
+    return wrap(module)
 
 
 def train(mode: str, backend: str | None, steps: int, device: torch.device, size: str = "tiny",
@@ -101,9 +134,9 @@ def train(mode: str, backend: str | None, steps: int, device: torch.device, size
     model = parallelize(build_model(seed=0, size=size).to(device), mode, backend, device, options, checkpoint)
     # Under TP, DTensor (sharded MLP) and plain tensors (replicated attention) are mixed: foreach kernels (the default
     # for CUDA tensors) refuse mixed lists (found on two H100s; CPU tensors default to the per-tensor loop).
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False if mode == "tp" else None)
-    # DDP and FSDP2 split the batch over the ranks; TP's ranks all see the same batch.
-    data_rank = 0 if mode == "tp" else dist.get_rank()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False if mode in ("tp", "2d") else None)
+    # DDP and FSDP2 split the batch over the ranks; TP's ranks all see the same batch (2-D: each TP pair one).
+    data_rank = {"tp": 0, "2d": dist.get_rank() // 2}.get(mode, dist.get_rank())
     gen = torch.Generator().manual_seed(1000 + data_rank)
 
     def step() -> float:
@@ -135,13 +168,13 @@ def train(mode: str, backend: str | None, steps: int, device: torch.device, size
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=["ddp", "fsdp2", "tp"], default="ddp")
+    parser.add_argument("--mode", choices=["ddp", "fsdp2", "tp", "2d"], default="ddp")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--backend", default="fusec", help="torch.compile backend (fusec, inductor, aot_eager, ...)")
     parser.add_argument("--check", action="store_true", help="train eagerly too and compare the losses")
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--overlap", action="store_true", help="fusec option overlap_collectives (torch's scheduler)")
-    parser.add_argument("--checkpoint", action="store_true", help="fsdp2: activation checkpointing of each block")
+    parser.add_argument("--checkpoint", action="store_true", help="fsdp2, 2d: activation checkpointing of each block")
     parser.add_argument("--skew", type=float, default=0.0, help="rank 1 starts SKEW seconds late (a slower compile)")
     args = parser.parse_args()
     if "RANK" not in os.environ:
