@@ -455,38 +455,33 @@ class OperandSlotAttr(ParametrizedAttribute):
     name = "fusec.operand"
 
 
+class _QuotedName(Data[str]):
+    """A name in quotes, in angle brackets in the generic form (``#fusec.torch<"channels_last">``)."""
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> str:
+        with parser.in_angle_brackets():
+            return parser.parse_str_literal()
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.data)
+
+
 @irdl_attr_definition
-class TorchConstAttr(Data[str]):
+class TorchConstAttr(_QuotedName):
     """A torch constant in an extern's arguments: a memory format or layout (``torch.channels_last``),
     or a device: ``device`` is the device the graph runs on, ``device "cpu"`` the CPU whatever that is."""
 
     name = "fusec.torch"
 
-    @classmethod
-    def parse_parameter(cls, parser: AttrParser) -> str:
-        with parser.in_angle_brackets():
-            return parser.parse_str_literal()
-
-    def print_parameter(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string_literal(self.data)
-
 
 @irdl_attr_definition
-class TorchOpAttr(Data[str]):
+class TorchOpAttr(_QuotedName):
     """A torch op passed as an argument (``op "aten.rand_like.default"``): a higher-order op's ``op``, which it
     runs (``higher_order.run_with_rng_state``, the random op that activation checkpointing recomputes)."""
 
     name = "fusec.torch_op"
-
-    @classmethod
-    def parse_parameter(cls, parser: AttrParser) -> str:
-        with parser.in_angle_brackets():
-            return parser.parse_str_literal()
-
-    def print_parameter(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string_literal(self.data)
 
 
 GRAPH_DEVICE = "device"

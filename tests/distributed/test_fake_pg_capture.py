@@ -15,7 +15,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fcol
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from fusec import testing
 from fusec.dialects import fusec as F
@@ -24,12 +23,8 @@ FILECHECK = "import sys, filecheck.finput, filecheck.filecheck; sys.argv[0] = 'f
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fake_group():
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    yield
-    dist.destroy_process_group()
+def fake_group(fake_process_group):
+    """Every test here runs in the fake two-rank group (tests/conftest.py)."""
 
 
 def filecheck(text: str, checks: str, tmp_path) -> None:

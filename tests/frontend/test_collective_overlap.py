@@ -14,7 +14,6 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fcol
 import torch.fx
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from fusec.backend import BackendOptionError, BackendOptions
 from fusec.frontend import collective_overlap
@@ -24,12 +23,8 @@ aten = torch.ops.aten
 
 
 @pytest.fixture(scope="module")
-def fake_group():
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    yield
-    dist.destroy_process_group()
+def fake_group(fake_process_group):
+    """The fake two-rank group (tests/conftest.py)."""
 
 
 @pytest.fixture
