@@ -167,15 +167,20 @@ def scalar_for_device(imp: GraphBuilder, node: torch.fx.Node) -> bool:
     does not show: torch 2.11 traces ``q.shape[-1] ** -0.5`` under ``dynamic=True`` as ``scalar_tensor``, ``pow``
     and ``convert_element_type`` on the CPU, and the attention scores' ``mul`` by it is a GPU op.  Computed on the
     device, the chain folds into the kernels that read it; one a graph output or a CPU op reads stays on the CPU.
+    A CPU scalar *argument* read that way (an optimizer's step count kept on the CPU) is copied to the device at the
+    start of the call (one 4-byte copy, not a synchronisation) and read there.
     """
     if imp.device.type == "cpu":
         return False
     memo = imp.scalars_on_device
     if node not in memo:
         memo[node] = False  # a cycle cannot occur in a DAG; this only guards the recursion
-        memo[node] = _is_scalar_op(node) and all(
-            not isinstance(a.meta.get("val"), torch.Tensor) or scalar_for_device(imp, a)
-            for a in node.all_input_nodes) and _read_on_device(imp, node)
+        if node.op == "placeholder":  # a CPU scalar argument (an optimizer's step count): copied to the device
+            memo[node] = _cpu_scalar(node.meta.get("val")) and _read_on_device(imp, node)
+        else:
+            memo[node] = _is_scalar_op(node) and all(
+                not isinstance(a.meta.get("val"), torch.Tensor) or scalar_for_device(imp, a)
+                for a in node.all_input_nodes) and _read_on_device(imp, node)
     return memo[node]
 
 

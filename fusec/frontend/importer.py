@@ -36,7 +36,7 @@ from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import stating_size_facts, tensor_type_of
-from fusec.frontend.aten_ops import lower_call
+from fusec.frontend.aten_ops import lower_call, scalar_for_device
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.derived_sizes import DerivedSizes
 from fusec.frontend.derived_sizes import bounds as derived_bounds
@@ -330,6 +330,10 @@ class GraphImporter(GraphBuilder):
             arg = self.block.insert_arg(self.type_of(val, layout=True), len(self.block.args))
             self.slots.append(InputSlot("tensor", len(self.block.args) - 1))
             self.values[node] = arg
+            if scalar_for_device(self, node):  # a CPU scalar (an optimizer's step) only device ops read: copied there
+                self.values[node] = self.emit_value(F.ExternOp(
+                    "aten._to_copy.default", [arg], None, [arg.type],
+                    {"device": F.TorchConstAttr(F.GRAPH_DEVICE), "non_blocking": F.NumberAttr(True)}))
         elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             expr = self.size(val)
             self.slots.append(InputSlot("symint", expr=expr))

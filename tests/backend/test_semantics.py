@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -223,3 +224,22 @@ def test_a_cpu_scalar_read_only_on_the_gpu_is_computed_there(_, dynamic, tmp_pat
     text = "".join(p.read_text() for p in tmp_path.rglob("remarks.txt"))
     assert "extern-device" not in text and "extern-producer" not in text, text
     assert not [p for p in tmp_path.rglob("launcher.py") if "_aten_" in p.read_text()]  # no torch call at all
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, marks=ON_GPU)], ids=["cuda"])
+def test_a_cpu_step_count_argument_is_read_on_the_gpu(_, tmp_path):
+    """An optimizer-like update whose step count is a CPU scalar argument (AdamW's state after an eager step, or
+    loaded from a checkpoint): copied to the GPU once, the bias correction fuses into the update's kernel."""
+    def update(p, g, m, step):
+        m = 0.9 * m + 0.1 * g
+        return p - 0.01 * m / (1 - 0.9 ** step), m
+
+    gen = torch.Generator().manual_seed(3)
+    p, g, m = (torch.randn(64, 32, generator=gen).cuda() for _ in range(3))
+    step = torch.tensor(3.0)
+    compiled = torch.compile(update, backend="fusec", options={"dump_dir": str(tmp_path)})
+    for got, want in zip(compiled(p, g, m, step), update(p, g, m, step), strict=True):
+        torch.testing.assert_close(got, want)
+    (launcher,) = tmp_path.rglob("launcher.py")
+    torch_calls = sorted(set(re.findall(r"\b(_aten_\w+)\(", launcher.read_text())))
+    assert torch_calls == ["_aten__to_copy_default"], torch_calls  # the step's copy; the update is generated code

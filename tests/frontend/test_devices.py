@@ -8,6 +8,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from fusec.base import remarks
 from fusec.dialects import fusec as F
+from fusec.frontend.decompositions import fusec_decompositions
 from fusec.frontend.importer import import_graph
 
 
@@ -63,3 +64,32 @@ def test_a_cpu_scalar_the_graph_returns_stays_on_the_cpu():
     externs = [op.target.data for op in module.walk() if isinstance(op, F.ExternOp)]
     assert "aten.pow.Tensor_Scalar" in externs  # eager returns it on the CPU
     assert all("on cpu" in r.message for r in log.remarks if r.code == "extern-device")
+
+
+def bias_corrected(x, step):
+    # an optimizer's update with its step count kept on the CPU (state made by an eager step, or loaded)
+    return x * (1 - 0.9 ** step) + step
+
+
+def test_a_cpu_scalar_argument_only_gpu_ops_read_is_copied_there_once():
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x, step = torch.empty(5, 4, device="cuda"), torch.empty(())
+    gm = make_fx(bias_corrected, tracing_mode="fake", decomposition_table=fusec_decompositions())(x, step)
+    with remarks.collect() as log:
+        module, _ = import_graph(gm, [x, step])
+    externs = [op for op in module.walk() if isinstance(op, F.ExternOp)]
+    assert [op.target.data for op in externs] == ["aten._to_copy.default"]  # one copy to the device, nothing else
+    assert not [r for r in log.remarks if r.code == "extern-device"]
+    assert [op.fn.data for op in module.walk() if isinstance(op, F.PointwiseOp)] == ["pow", "sub", "mul", "add"]
+
+
+def step_returned(x, step):
+    return x * (1 - 0.9 ** step), step + 1
+
+
+def test_a_cpu_scalar_argument_the_graph_also_returns_work_of_stays_on_the_cpu():
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x, step = torch.empty(5, 4, device="cuda"), torch.empty(())
+    gm = make_fx(step_returned, tracing_mode="fake", decomposition_table=fusec_decompositions())(x, step)
+    module, _ = import_graph(gm, [x, step])
+    assert "aten._to_copy.default" not in [op.target.data for op in module.walk() if isinstance(op, F.ExternOp)]
