@@ -95,31 +95,28 @@ class Schedule:
             return r + (r >= s)
 
         q = self.old_position(s, pa, pb)
-        touched, ranges = 0, []
+        touched, ranges = 0, {}
         for v in merged.step.allocates | merged.step.reads:
             if v not in self.intervals:
                 continue  # a graph input: live throughout
-            bit = 1 << self.index[v]
-            touched |= bit
+            touched |= 1 << self.index[v]
             first = s if v in merged.step.allocates else new_pos(self.intervals[v][0])
             if v in self.outputs:
                 last = n_old - 1
             else:
                 last = max([new_pos(p) for p in self.readers.get(v, ()) if p not in (pa, pb)]
                            + [s if v in merged.step.reads else first, first])
-            ranges.append((first, last, bit))
+            ranges[v] = (first, last)
         keep = ~touched
         if q < n_old:
             across = self.masks[q] & keep & ~self._mask(self.nodes[q].step.allocates)
         else:
             across = self.outputs_mask & keep
+        moved = live_masks(ranges, self.index, lo, hi)  # the touched buffers, moment by moment, in one sweep
         out = []
-        for i in range(lo, hi):
+        for i, touched_live in zip(range(lo, hi), moved, strict=True):
             mask = across if i == s else self.masks[self.old_position(i - (i > s), pa, pb)] & keep
-            for first, last, bit in ranges:
-                if first <= i <= last:
-                    mask |= bit
-            out.append(mask)
+            out.append(mask | touched_live)
         return out
 
     def old_position(self, r: int, pa: int, pb: int) -> int:
