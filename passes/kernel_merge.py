@@ -364,23 +364,42 @@ class Graph:
 
 
 class Worklist:
-    """Kernels to visit, earliest in the block first; a merge re-queues the kernels it affects."""
+    """Kernels to visit, earliest in the block first; a merge re-queues the kernels it affects.
+
+    A heap by ``Graph.pos``, not a scan of every queued kernel at each pop: an op keeps its position until the
+    graph renumbers the block (a new dict), and then the heap is built anew.
+    """
 
     def __init__(self, graph: Graph, kernels: Iterable[F.KernelOp]):
         self.graph = graph
-        self.queued = set(kernels)
+        self.queued: set[F.KernelOp] = set()
+        self._pending: list[F.KernelOp] = []  # queued since the last pop, not yet in the heap
+        self._heap: list[tuple[float, int, F.KernelOp]] = []
+        self._numbering: dict[Operation, float] | None = None  # the positions the heap is ordered by
+        self._count = itertools.count()  # positions are distinct; this only keeps ops out of the comparison
+        self.add(*kernels)
 
     def add(self, *kernels: Operation) -> None:
-        self.queued.update(k for k in kernels if isinstance(k, F.KernelOp))
+        for k in kernels:
+            if isinstance(k, F.KernelOp) and k not in self.queued:
+                self.queued.add(k)
+                self._pending.append(k)
 
     def pop(self) -> F.KernelOp | None:
-        live = [k for k in self.queued if k.parent is not None]
-        self.queued = set(live)
-        if not live:
-            return None
-        first = min(live, key=self.graph.pos.__getitem__)
-        self.queued.discard(first)
-        return first
+        pos = self.graph.pos
+        if pos is not self._numbering:
+            self._numbering, self._heap, self._pending = pos, [], list(self.queued)
+        for k in self._pending:
+            if k.parent is not None:
+                heapq.heappush(self._heap, (pos[k], next(self._count), k))
+        self._pending = []
+        while self._heap:
+            _, _, first = heapq.heappop(self._heap)
+            self.queued.discard(first)
+            if first.parent is not None:  # erased kernels (merged away) are dropped
+                return first
+        self.queued.clear()
+        return None
 
 
 # ---------------------------------------------------------------- names
