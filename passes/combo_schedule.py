@@ -68,7 +68,7 @@ class Schedule:
             for v in n.step.reads:
                 self.readers.setdefault(v, []).append(i)
         self._heaviest: list[sympy.Expr] | None = None
-        self._heaviest_bytes = 0
+        self._heaviest_bytes: int | None = None
 
     def _producers(self, node: Node) -> set[int]:
         return {self.defined_by[v] for v in node.operands if v in self.defined_by} - {self.position[id(node)]}
@@ -147,17 +147,20 @@ class Schedule:
     def heaviest_moments(self, hints: SizeHints, count: int) -> list[sympy.Expr]:
         """The byte counts (over the size symbols) of the ``count`` fullest moments under the size hints."""
         if self._heaviest is None:
-            masks = set(self.live(0, len(self.nodes)))
-            weight = {m: self.hinted_bytes(m, hints) for m in masks}
+            weight = self._moment_weights(hints)
             fullest = sorted(weight, key=lambda m: -weight[m])[:count]
-            self._heaviest_bytes = weight[fullest[0]] if fullest else 0
             self._heaviest = [moment_bytes(self.buffers(m)) for m in fullest]
         return self._heaviest
 
     def heaviest_bytes(self, hints: SizeHints) -> int:
-        """The bytes of the fullest moment under the size hints."""
-        self.heaviest_moments(hints, 1)
+        """The bytes of the fullest moment under the size hints (an int: no symbolic sum of its buffers)."""
+        if self._heaviest_bytes is None:
+            self._heaviest_bytes = max(self._moment_weights(hints).values(), default=0)
         return self._heaviest_bytes
+
+    def _moment_weights(self, hints: SizeHints) -> dict[int, int]:
+        """Each distinct moment of the order (its live mask) -> its bytes under the size hints."""
+        return {m: self.hinted_bytes(m, hints) for m in set(self.live(0, len(self.nodes)))}
 
 
 def _bits(mask: int):
