@@ -208,8 +208,9 @@ class _GraphGrouper:
 
     def _placement_window(self, group: Node, node: Node, merged: Node) -> tuple[list[Node], int, int] | None:
         """The order without the two nodes, and the slots (lo, hi] where the merged node may go."""
-        reduced = [n for n in self.schedule.nodes if n is not group and n is not node]
         pa, pb = self.schedule.position[id(group)], self.schedule.position[id(node)]
+        nodes, (first, second) = self.schedule.nodes, sorted((pa, pb))
+        reduced = nodes[:first] + nodes[first + 1:second] + nodes[second + 1:]  # slices: no test of every node
         node_at = self.schedule.node_at
 
         def slot_of(op: Operation) -> int | None:  # its node's index in ``reduced``, None outside it

@@ -68,7 +68,7 @@ class Schedule:
             for v in n.step.reads:
                 self.readers.setdefault(v, []).append(i)
         self._heaviest: list[sympy.Expr] | None = None
-        self._heaviest_bytes = 0
+        self._heaviest_bytes: int | None = None
 
     def _producers(self, node: Node) -> set[int]:
         return {self.defined_by[v] for v in node.operands if v in self.defined_by} - {self.position[id(node)]}
@@ -95,31 +95,28 @@ class Schedule:
             return r + (r >= s)
 
         q = self.old_position(s, pa, pb)
-        touched, ranges = 0, []
+        touched, ranges = 0, {}
         for v in merged.step.allocates | merged.step.reads:
             if v not in self.intervals:
                 continue  # a graph input: live throughout
-            bit = 1 << self.index[v]
-            touched |= bit
+            touched |= 1 << self.index[v]
             first = s if v in merged.step.allocates else new_pos(self.intervals[v][0])
             if v in self.outputs:
                 last = n_old - 1
             else:
                 last = max([new_pos(p) for p in self.readers.get(v, ()) if p not in (pa, pb)]
                            + [s if v in merged.step.reads else first, first])
-            ranges.append((first, last, bit))
+            ranges[v] = (first, last)
         keep = ~touched
         if q < n_old:
             across = self.masks[q] & keep & ~self._mask(self.nodes[q].step.allocates)
         else:
             across = self.outputs_mask & keep
+        moved = live_masks(ranges, self.index, lo, hi)  # the touched buffers, moment by moment, in one sweep
         out = []
-        for i in range(lo, hi):
+        for i, touched_live in zip(range(lo, hi), moved, strict=True):
             mask = across if i == s else self.masks[self.old_position(i - (i > s), pa, pb)] & keep
-            for first, last, bit in ranges:
-                if first <= i <= last:
-                    mask |= bit
-            out.append(mask)
+            out.append(mask | touched_live)
         return out
 
     def old_position(self, r: int, pa: int, pb: int) -> int:
@@ -150,17 +147,20 @@ class Schedule:
     def heaviest_moments(self, hints: SizeHints, count: int) -> list[sympy.Expr]:
         """The byte counts (over the size symbols) of the ``count`` fullest moments under the size hints."""
         if self._heaviest is None:
-            masks = set(self.live(0, len(self.nodes)))
-            weight = {m: self.hinted_bytes(m, hints) for m in masks}
+            weight = self._moment_weights(hints)
             fullest = sorted(weight, key=lambda m: -weight[m])[:count]
-            self._heaviest_bytes = weight[fullest[0]] if fullest else 0
             self._heaviest = [moment_bytes(self.buffers(m)) for m in fullest]
         return self._heaviest
 
     def heaviest_bytes(self, hints: SizeHints) -> int:
-        """The bytes of the fullest moment under the size hints."""
-        self.heaviest_moments(hints, 1)
+        """The bytes of the fullest moment under the size hints (an int: no symbolic sum of its buffers)."""
+        if self._heaviest_bytes is None:
+            self._heaviest_bytes = max(self._moment_weights(hints).values(), default=0)
         return self._heaviest_bytes
+
+    def _moment_weights(self, hints: SizeHints) -> dict[int, int]:
+        """Each distinct moment of the order (its live mask) -> its bytes under the size hints."""
+        return {m: self.hinted_bytes(m, hints) for m in set(self.live(0, len(self.nodes)))}
 
 
 def _bits(mask: int):

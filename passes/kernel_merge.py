@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 import sympy
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.transforms.common_subexpression_elimination import cse
-from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.traits import is_side_effect_free
 
 from fusec.analysis import collectives
 from fusec.base import remarks
@@ -62,6 +61,46 @@ def loads_of(kernel: F.KernelOp, values: Iterable[SSAValue]) -> list[tuple[F.Loa
         if operand in wanted:
             out += [(u.operation, operand) for u in arg.uses if isinstance(u.operation, F.LoadOp)]
     return sorted(out, key=lambda lv: kernel.block.get_operation_index(lv[0]))
+
+
+def simplify_body(body: Block) -> None:
+    """xDSL's ``cse`` then ``region_dce`` on a kernel body, with the same result, in two sweeps of it.
+
+    Merging simplifies every body it builds, and the generic passes cost more than the building (an
+    ``OperationInfo`` hash recomputed at every lookup, effects looked up per op, liveness iterated to a fixpoint).
+    A body is one block of region-less ops, each side-effect free (Pure) or a store, so: forward, an op equal to
+    an earlier one (name, attributes, properties, result types, operands) is replaced by it, and, as ``cse``
+    does, an op that nothing reads when it is reached is dropped and remembered by no later op (a later
+    equal op keeps its own place); backward, side-effect free ops that nothing reads any more go (their readers
+    come after them, so one sweep is ``region_dce``'s fixpoint).
+    """
+    free: dict[type, bool] = {}  # side-effect free, per op class: body ops take their effects from class traits
+
+    def removable(op: Operation) -> bool:
+        if type(op) not in free:
+            free[type(op)] = is_side_effect_free(op)
+        return free[type(op)]
+
+    known: dict[tuple, Operation] = {}
+    dropped: list[Operation] = []
+    for op in body.ops:
+        if not removable(op):
+            continue
+        if all(r.first_use is None for r in op.results):
+            dropped.append(op)
+            continue
+        key = (op.name, frozenset(op.attributes.items()), frozenset(op.properties.items()), op.result_types,
+               tuple(op.operands))
+        earlier = known.setdefault(key, op)
+        if earlier is not op:
+            for old, new in zip(op.results, earlier.results, strict=True):
+                old.replace_all_uses_with(new)
+            dropped.append(op)
+    for op in dropped:
+        body.erase_op(op)
+    for op in reversed(list(body.ops)):
+        if removable(op) and all(r.first_use is None for r in op.results):
+            body.erase_op(op)
 
 
 class BodyBuilder:
@@ -108,8 +147,8 @@ class BodyBuilder:
             new: Operation = F.LoadOp(buffer, index, self.both(mask, own), offset)
         elif isinstance(op, F.SymbolicOp):
             new = F.SymbolicOp(substitute(op.expr.data, mapping, self.domain), op.result.type)
-        else:
-            new = op.clone(value_mapper=vm)
+        else:  # body ops have no regions: the cheaper of xDSL's two clones
+            new = op.clone_without_regions(value_mapper=vm)
         self.block.add_op(new)
         vm.update(zip(op.results, new.results, strict=True))
 
@@ -127,8 +166,7 @@ class BodyBuilder:
         outs = [self.block.insert_arg(t, len(self.block.args)) for t, _ in self.outputs]
         self.block.add_ops(F.StoreOp(v, outs[j], index, mask) for v, j, index, mask in self.stores)
         region = Region(self.block)
-        cse(region)
-        region_dce(region)
+        simplify_body(self.block)
         for i in reversed(range(len(self.inputs))):  # buffers whose loads all went away
             if not self.block.args[i].uses:
                 self.block.erase_arg(self.block.args[i])
@@ -326,23 +364,42 @@ class Graph:
 
 
 class Worklist:
-    """Kernels to visit, earliest in the block first; a merge re-queues the kernels it affects."""
+    """Kernels to visit, earliest in the block first; a merge re-queues the kernels it affects.
+
+    A heap by ``Graph.pos``, not a scan of every queued kernel at each pop: an op keeps its position until the
+    graph renumbers the block (a new dict), and then the heap is built anew.
+    """
 
     def __init__(self, graph: Graph, kernels: Iterable[F.KernelOp]):
         self.graph = graph
-        self.queued = set(kernels)
+        self.queued: set[F.KernelOp] = set()
+        self._pending: list[F.KernelOp] = []  # queued since the last pop, not yet in the heap
+        self._heap: list[tuple[float, int, F.KernelOp]] = []
+        self._numbering: dict[Operation, float] | None = None  # the positions the heap is ordered by
+        self._count = itertools.count()  # positions are distinct; this only keeps ops out of the comparison
+        self.add(*kernels)
 
     def add(self, *kernels: Operation) -> None:
-        self.queued.update(k for k in kernels if isinstance(k, F.KernelOp))
+        for k in kernels:
+            if isinstance(k, F.KernelOp) and k not in self.queued:
+                self.queued.add(k)
+                self._pending.append(k)
 
     def pop(self) -> F.KernelOp | None:
-        live = [k for k in self.queued if k.parent is not None]
-        self.queued = set(live)
-        if not live:
-            return None
-        first = min(live, key=self.graph.pos.__getitem__)
-        self.queued.discard(first)
-        return first
+        pos = self.graph.pos
+        if pos is not self._numbering:
+            self._numbering, self._heap, self._pending = pos, [], list(self.queued)
+        for k in self._pending:
+            if k.parent is not None:
+                heapq.heappush(self._heap, (pos[k], next(self._count), k))
+        self._pending = []
+        while self._heap:
+            _, _, first = heapq.heappop(self._heap)
+            self.queued.discard(first)
+            if first.parent is not None:  # erased kernels (merged away) are dropped
+                return first
+        self.queued.clear()
+        return None
 
 
 # ---------------------------------------------------------------- names
