@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import sympy
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.traits import is_side_effect_free
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.analysis import collectives
 from fusec.base import remarks
@@ -61,46 +62,6 @@ def loads_of(kernel: F.KernelOp, values: Iterable[SSAValue]) -> list[tuple[F.Loa
         if operand in wanted:
             out += [(u.operation, operand) for u in arg.uses if isinstance(u.operation, F.LoadOp)]
     return sorted(out, key=lambda lv: kernel.block.get_operation_index(lv[0]))
-
-
-def simplify_body(body: Block) -> None:
-    """xDSL's ``cse`` then ``region_dce`` on a kernel body, with the same result, in two sweeps of it.
-
-    Merging simplifies every body it builds, and the generic passes cost more than the building (an
-    ``OperationInfo`` hash recomputed at every lookup, effects looked up per op, liveness iterated to a fixpoint).
-    A body is one block of region-less ops, each side-effect free (Pure) or a store, so: forward, an op equal to
-    an earlier one (name, attributes, properties, result types, operands) is replaced by it, and, as ``cse``
-    does, an op that nothing reads when it is reached is dropped and remembered by no later op (a later
-    equal op keeps its own place); backward, side-effect free ops that nothing reads any more go (their readers
-    come after them, so one sweep is ``region_dce``'s fixpoint).
-    """
-    free: dict[type, bool] = {}  # side-effect free, per op class: body ops take their effects from class traits
-
-    def removable(op: Operation) -> bool:
-        if type(op) not in free:
-            free[type(op)] = is_side_effect_free(op)
-        return free[type(op)]
-
-    known: dict[tuple, Operation] = {}
-    dropped: list[Operation] = []
-    for op in body.ops:
-        if not removable(op):
-            continue
-        if all(r.first_use is None for r in op.results):
-            dropped.append(op)
-            continue
-        key = (op.name, frozenset(op.attributes.items()), frozenset(op.properties.items()), op.result_types,
-               tuple(op.operands))
-        earlier = known.setdefault(key, op)
-        if earlier is not op:
-            for old, new in zip(op.results, earlier.results, strict=True):
-                old.replace_all_uses_with(new)
-            dropped.append(op)
-    for op in dropped:
-        body.erase_op(op)
-    for op in reversed(list(body.ops)):
-        if removable(op) and all(r.first_use is None for r in op.results):
-            body.erase_op(op)
 
 
 class BodyBuilder:
@@ -166,7 +127,8 @@ class BodyBuilder:
         outs = [self.block.insert_arg(t, len(self.block.args)) for t, _ in self.outputs]
         self.block.add_ops(F.StoreOp(v, outs[j], index, mask) for v, j, index, mask in self.stores)
         region = Region(self.block)
-        simplify_body(self.block)
+        cse(region)
+        region_dce(region)
         for i in reversed(range(len(self.inputs))):  # buffers whose loads all went away
             if not self.block.args[i].uses:
                 self.block.erase_arg(self.block.args[i])

@@ -57,13 +57,15 @@ from xdsl.dialects.builtin import IntegerType, ModuleOp, Signedness
 from xdsl.ir import Attribute, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.base import remarks
 from fusec.base.remarks import describe
 from fusec.base.shapes import FloorDiv, Mod, evaluate, free_size_symbols, print_expr, value_range
 from fusec.dialects import fusec as F
 from fusec.passes.kernel_index import R, X, equal, substitute
-from fusec.passes.kernel_merge import BodyBuilder, simplify_body
+from fusec.passes.kernel_merge import BodyBuilder
 
 PASS = "split-reductions"
 COMBINABLE = ("sum", "prod", "max", "min", "any", "all")  # partials combine with the same reduction
@@ -235,7 +237,8 @@ def finish(bb: BodyBuilder, name: str) -> F.KernelOp:
     outs = [bb.block.insert_arg(t, len(bb.block.args)) for t, _ in bb.outputs]
     bb.block.add_ops(F.StoreOp(v, outs[j], index, mask) for v, j, index, mask in bb.stores)
     region = Region(bb.block)
-    simplify_body(bb.block)
+    cse(region)
+    region_dce(region)
     for i in reversed(range(len(bb.inputs))):
         if not bb.block.args[i].uses:
             bb.block.erase_arg(bb.block.args[i])
