@@ -342,7 +342,7 @@ class LoadOp(IRDLOperation):
         offsets, masks = [offset] if offset else [], [mask] if mask else []
         Operation.__init__(self, operands=[buffer, *offsets, *masks], result_types=[buffer.type.element_type],
                            properties={"index": ExprAttr.of(index),
-                                       "operandSegmentSizes": _LOAD_SEGMENTS[bool(offsets), bool(masks)]})
+                                       AttrSizedOperandSegments.attribute_name: _LOAD_SEGMENTS[bool(offsets), bool(masks)]})
 
     def verify_(self) -> None:
         if self.result.type != element_of(self.buffer.type):
