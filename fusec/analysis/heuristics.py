@@ -15,7 +15,8 @@ Rules of thumb (Hopper, memory-bound kernels):
   a domain below 256 elements takes one block of its size, one warp.
 * persistent reduction: a whole row in RBLOCK = next_power_of_2(rnumel); as many
   rows as keep a program near 4096 elements (fewer registers would spill less but
-  starve the SM of loads in flight); warps grow with the tile.
+  starve the SM of loads in flight); warps grow with the tile, up to 8, and up to 4
+  for an outer tile over many programs (column sums ran faster at 4).
 * looped reduction, inner (r contiguous): rows that fit one RBLOCK of up to 1024
   share a program; a longer row gets a program of its own that steps through it
   four elements a thread at a time, and where the rows are too few for the warps
