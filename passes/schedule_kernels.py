@@ -64,25 +64,26 @@ def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
     return {} if op is None else op.symbol_bounds
 
 
-def persistent_limit(kernel: F.KernelOp, persistent_threshold: int) -> int:
-    """The largest rnumel ``kernel`` keeps in registers as whole rows."""
-    return min(persistent_threshold, OUTER_PERSISTENT_MAX) if kernel.is_outer_reduction else persistent_threshold
+def persistent_limit(outer: bool, persistent_threshold: int) -> int:
+    """The largest rnumel a reduction keeps in registers as whole rows (an outer one: whole columns, fewer)."""
+    return min(persistent_threshold, OUTER_PERSISTENT_MAX) if outer else persistent_threshold
 
 
-def schedule_kind(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int) -> str:
+def schedule_kind(kernel: F.KernelOp, bounds: Bounds, limit: int) -> str:
+    """``limit``: the ``persistent_limit`` of the kernel."""
     if not kernel.is_reduction:
         return "pointwise"
     if kernel.is_tiled:
         return "tiled"
     _, hi = value_range(kernel.domain_exprs[1], bounds)
-    return "persistent" if hi <= persistent_limit(kernel, persistent_threshold) else "looped"
+    return "persistent" if hi <= limit else "looped"
 
 
-def persistent_up_to(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int) -> int | None:
-    """For a looped kernel: the rnumel up to which a call may run it persistent, where rnumel is symbolic and the
-    bounds let it be that small (a static rnumel was decided for good by ``schedule_kind``)."""
+def persistent_up_to(kernel: F.KernelOp, bounds: Bounds, limit: int) -> int | None:
+    """For a looped kernel: the rnumel up to which a call may run it persistent (``limit``, its ``persistent_limit``),
+    where rnumel is symbolic and the bounds let it be that small (a static rnumel was decided for good by
+    ``schedule_kind``)."""
     rnumel = kernel.domain_exprs[1]
-    limit = persistent_limit(kernel, persistent_threshold)
     if not rnumel.free_symbols or limit < 1:
         return None
     lo, _ = value_range(rnumel, bounds)
@@ -123,11 +124,12 @@ def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: in
     """The schedule of ``kernel`` for sizes within ``bounds``, and its final name; ``runtime_persistent``: a looped
     kernel over a symbolic rnumel may run persistent per call (``persistent_up_to``), unless it is a combo member
     (the combo's launch is shared)."""
-    kind = schedule_kind(kernel, bounds, persistent_threshold)
+    outer = kernel.is_outer_reduction  # False for pointwise and tiled kernels; computed once (it walks the body)
+    limit = persistent_limit(outer, persistent_threshold)
+    kind = schedule_kind(kernel, bounds, limit)
     index = "int64" if needs_int64(kernel, bounds) else "int32"
-    outer = kind in ("persistent", "looped") and kernel.is_outer_reduction
     alone = isinstance(kernel.parent_op(), F.GraphOp)
-    up_to = persistent_up_to(kernel, bounds, persistent_threshold) if kind == "looped" and runtime_persistent and alone else None
+    up_to = persistent_up_to(kernel, bounds, limit) if kind == "looped" and runtime_persistent and alone else None
     schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to)
     return schedule, kernel_name(kernel.sym_name.data, kind)
 
