@@ -97,18 +97,19 @@ def functional_all_gathers(gm: torch.fx.GraphModule) -> int:
         source, size, group = node.args
         if not _fresh_buffer(out):
             continue
-        copy = source if _is_copy_into_slot_of(source, out) else None
+        copy = source if _is_copy_into(source, out) else None
         value = copy.args[1] if copy is not None else source
-        if copy is None and _reads_buffer(source, out):
+        slot_views = _views_down(copy.args[0])[0] if copy is not None else []
+        if copy is None and _views_down(source)[1] is out:
             continue  # x is a view of E written some other way: leave it (the import says why it cannot take it)
-        if not _same_slot(copy, value) or not _read_only_by(out, node, copy):
+        if not _same_slot(copy, value) or not _read_only_by(out, node, copy, slot_views):
             continue
         with graph.inserting_before(node):
             gathered = graph.call_function(_c10d.all_gather_into_tensor.default, (value, size, group))
         gathered.meta = dict(node.meta)
         node.replace_all_uses_with(gathered)
         graph.erase_node(node)
-        for dead in _dead_chain(copy, out):
+        for dead in _erasable([copy, *slot_views] if copy is not None and not copy.users else [], out):
             graph.erase_node(dead)
         count += 1
     if count:
@@ -120,32 +121,27 @@ def _fresh_buffer(node) -> bool:
     return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in _EMPTY
 
 
-def _is_copy_into_slot_of(node, buffer: torch.fx.Node) -> bool:
-    if not (isinstance(node, torch.fx.Node) and node.target == torch.ops.aten.copy_.default):
-        return False
-    dest = node.args[0]
-    while isinstance(dest, torch.fx.Node) and dest.target in _SLOT_VIEWS:
-        dest = dest.args[0]
-    return dest is buffer
-
-
-def _reads_buffer(node, buffer: torch.fx.Node) -> bool:
+def _views_down(node) -> tuple[list[torch.fx.Node], object]:
+    """The slot views ``node`` is made of, outermost first, and the value under them."""
+    views = []
     while isinstance(node, torch.fx.Node) and node.target in _SLOT_VIEWS:
+        views.append(node)
         node = node.args[0]
-    return node is buffer
+    return views, node
 
 
-def _read_only_by(buffer: torch.fx.Node, gather: torch.fx.Node, copy: torch.fx.Node | None) -> bool:
+def _is_copy_into(node, buffer: torch.fx.Node) -> bool:
+    """``node`` is ``copy_(a view of buffer, value)``."""
+    return (isinstance(node, torch.fx.Node) and node.target == torch.ops.aten.copy_.default
+            and _views_down(node.args[0])[1] is buffer)
+
+
+def _read_only_by(buffer: torch.fx.Node, gather: torch.fx.Node, copy: torch.fx.Node | None,
+                  slot_views: list[torch.fx.Node]) -> bool:
     """Nothing but the gather (and the views leading to the copy into its slot) reads the buffer: else a reader
     would see the gathered values, which the functional gather puts in a buffer of its own."""
-    allowed = {gather}
-    view = copy.args[0] if copy is not None else None
-    while isinstance(view, torch.fx.Node) and view is not buffer:
-        allowed.add(view)
-        if set(view.users) - {copy, *allowed}:
-            return False
-        view = view.args[0]
-    return set(buffer.users) <= allowed
+    chain = {gather, *slot_views}
+    return all(set(view.users) <= {copy, *slot_views} for view in slot_views) and set(buffer.users) <= chain
 
 
 def _same_slot(copy: torch.fx.Node | None, value) -> bool:
@@ -157,19 +153,11 @@ def _same_slot(copy: torch.fx.Node | None, value) -> bool:
             and tuple(slot.shape) == tuple(src.shape))
 
 
-def _dead_chain(copy: torch.fx.Node | None, buffer: torch.fx.Node) -> list[torch.fx.Node]:
-    """The copy, the views of the buffer it wrote through, and the buffer, in an order they can be erased."""
-    chain = []
-    if copy is not None and not copy.users:
-        chain.append(copy)
-        view = copy.args[0]
-        while isinstance(view, torch.fx.Node) and view is not buffer:
-            chain.append(view)
-            view = view.args[0]
-    chain.append(buffer)
-    # Erase only what nothing else reads once the earlier ones are gone.
+def _erasable(chain: list[torch.fx.Node], buffer: torch.fx.Node) -> list[torch.fx.Node]:
+    """Of the copy and the views it wrote through (``chain``, readers first) and the buffer, those nothing else
+    reads once the earlier ones are gone, in an order they can be erased."""
     erasable, gone = [], set()
-    for n in chain:
+    for n in [*chain, buffer]:
         if all(u in gone for u in n.users):
             erasable.append(n)
             gone.add(n)
