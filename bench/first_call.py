@@ -50,6 +50,7 @@ def instrument_fusec() -> None:
     timed(backend, "import_graph", "import")
     timed(pipeline, "run_pipeline", "passes")
     timed(backend, "make_executor", "lowering")
+    timed(compiled.CompiledGraph, "compile_ahead", "compile_ahead")
     timed(compiled.CompiledGraph, "precompile", "precompile")
     timed(compile_pool.CompilePool, "compile", "pool.compile")
     report = pipeline.PassClock.report

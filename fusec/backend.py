@@ -42,6 +42,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.fx
@@ -125,15 +126,22 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
     if kwargs:
         raise BackendOptionError(f"fusec: unexpected backend argument(s) {', '.join(sorted(kwargs))}")
     parse_pipeline_spec(options.pipeline_spec())  # a bad spec fails here, before any tracing
+    config: dict[str, Any] = {
+        # A random op that activation checkpointing recomputes replays the forward's RNG state: as a saved state
+        # tensor (run_and_save_rng_state / run_with_rng_state, torch calls fusec imports), not as the Generator
+        # objects of the CUDA-graph-safe form, which fusec cannot pass; that form only matters for CUDA graphs.
+        "graphsafe_rng_functionalization": options.cudagraphs,
+    }
     if options.execute == "triton":
         from fusec.runtime.compile_pool import start_early
 
-        start_early(options.compile_workers)  # workers import Triton while Dynamo and the pipeline run
+        # Workers import Triton while Dynamo and the pipeline run.  With workers, the backward graph is compiled
+        # right after its forward (not at the first backward call): the forward's kernels compile in the pool
+        # meanwhile (_compile_ahead).  Torch before 2.10 has no such switch: the backward then compiles lazily.
+        if start_early(options.compile_workers) and hasattr(torch._functorch.config, "force_non_lazy_backward_lowering"):
+            config["force_non_lazy_backward_lowering"] = True
     compiler = functools.partial(compile_graph, options=options)
-    # A random op that activation checkpointing recomputes replays the forward's RNG state: as a saved state tensor
-    # (run_and_save_rng_state / run_with_rng_state, torch calls fusec imports), not as the Generator objects of the
-    # CUDA-graph-safe form, which fusec cannot pass; that form only matters when replaying CUDA graphs.
-    with torch._functorch.config.patch(graphsafe_rng_functionalization=options.cudagraphs):
+    with torch._functorch.config.patch(config):
         return _aot_compile(gm, example_inputs, compiler, options)
 
 
@@ -188,6 +196,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
     checks = "layout" if kind == "backward" else "alignment"
     warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
     if warm is not None and warm[1] is not None:
+        _compile_ahead(warm[1], example_inputs, info)
         return _runner(gm, info, warm[1], kind, options)
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
@@ -213,7 +222,34 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
 
     if isinstance(executor, CompiledGraph) and warm is not None and warm[0] is not None:
         graph_cache.store(warm[0], executor.launcher)
+    _compile_ahead(executor, example_inputs, info)
     return _runner(gm, info, executor, kind, options)
+
+
+def _compile_ahead(executor, example_inputs: Sequence, info: ImportInfo) -> None:
+    """Send a static graph's Triton compiles to the pool now, from meta tensors laid out as its example inputs:
+    they compile while AOTAutograd compiles the next graph (a forward's backward, which fusec asks for eagerly
+    for this reason) and Dynamo finishes, instead of when the graph is first called.  Under symbolic sizes the
+    first call's sizes decide the specialisations: nothing is sent."""
+    from fusec.runtime import CompiledGraph
+
+    if not isinstance(executor, CompiledGraph) or info.symbols or info.carriers or info.device.type != "cuda":
+        return
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+        tensors = [_meta_like(example_inputs[i]) for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
+        tensors += [_meta_like(c) for c in info.constants]
+        sent = executor.compile_ahead(tensors)
+    if sent:
+        from fusec.base.progress import logger
+
+        logger.debug("@%s: %d kernels sent to the compile pool ahead of the first call", info.graph_name, sent)
+
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with ``t``'s shape, strides, storage offset and dtype."""
+    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if n > 0)
+    base = torch.empty(t.storage_offset() + (extent if t.numel() else 0), dtype=t.dtype, device="meta")
+    return base.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 def _runner(gm: torch.fx.GraphModule, info: ImportInfo, executor, kind: str, options: BackendOptions):

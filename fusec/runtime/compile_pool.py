@@ -12,8 +12,12 @@ launch that needs it, as without the pool.
 
 Workers are spawned (never forked: the parent may hold a CUDA context), started early
 (``start``, called when the backend is first used) so that their start overlaps the
-pipeline.  Size: ``workers``, else ``$FUSEC_COMPILE_WORKERS``, else min(cpus, 8); 1, or a
-platform without processes, compiles in-process.
+pipeline.  A graph's compiles can also be sent ahead (``submit``, as soon as the graph is
+lowered, from meta tensors of its example inputs): they run while Dynamo and AOTAutograd go on
+to the next graph, and the first call waits only for what is still compiling.  Every request
+is compiled once per process, however often it is asked for.  Size: ``workers``, else
+``$FUSEC_COMPILE_WORKERS``, else min(cpus, 32), as Inductor sizes its own; 1, or a platform
+without processes, compiles in-process.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from fusec.base import env
 from fusec.base.progress import Progress, logger
 from fusec.runtime.kernel_cache import use_fusec_triton_cache
 
-MAX_DEFAULT_WORKERS = 8
+MAX_DEFAULT_WORKERS = 32  # Inductor's compile_threads: min(32, cpus)
 
 
 def default_workers() -> int:
@@ -121,6 +125,13 @@ def _warm() -> int:
     return os.getpid()
 
 
+def _lower_priority() -> None:
+    """Each worker's initializer: compiles sent ahead run beside the next graph's pipeline, which is what the
+    first call waits for; with as many workers as cores, the pipeline must not queue behind them."""
+    with contextlib.suppress(OSError, AttributeError):  # no nice() on this platform: equal priority
+        os.nice(10)
+
+
 @contextlib.contextmanager
 def _without_main_module():
     """Workers spawned inside do not run the user's script: a spawned child imports the parent's ``__main__``
@@ -139,13 +150,15 @@ def _without_main_module():
 
 
 class CompilePool:
-    """``pool.compile(requests)``: every request compiled, in parallel where processes are available."""
+    """``pool.compile(requests)``: every request compiled, in parallel where processes are available;
+    ``pool.submit(requests)``: the same without waiting (a later ``compile`` of them waits)."""
 
     def __init__(self, workers: int | None = None):
         self.workers = default_workers() if workers is None else max(1, int(workers))
         self._executor: concurrent.futures.Executor | None = None
         self._broken = False
         self._lock = threading.Lock()
+        self._futures: dict[tuple, concurrent.futures.Future] = {}  # request key -> its compile in a worker
 
     @property
     def parallel(self) -> bool:
@@ -161,7 +174,7 @@ class CompilePool:
                 return
             try:
                 executor = concurrent.futures.ProcessPoolExecutor(
-                    self.workers, mp_context=multiprocessing.get_context("spawn"))
+                    self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority)
                 with _without_main_module():
                     for _ in range(self.workers):
                         executor.submit(_warm)
@@ -171,9 +184,25 @@ class CompilePool:
                 return
             self._executor = executor
 
+    def submitted(self, request: CompileRequest) -> bool:
+        """Whether this process already sent ``request`` to a worker (done or still compiling)."""
+        return request.key() in self._futures
+
+    def submit(self, requests: Sequence[CompileRequest]) -> int:
+        """Send the requests not yet sent to the workers and return at once; how many were sent (0 without
+        workers: nothing compiles ahead in-process, the first call compiles as it would have)."""
+        self.start()
+        if self._executor is None:
+            return 0
+        try:
+            return len(self._send([r for r in _unique(requests) if not self.submitted(r)]))
+        except (RuntimeError, concurrent.futures.BrokenExecutor) as e:
+            logger.debug("compile workers lost (%s): nothing sent ahead", e)
+            return 0
+
     def compile(self, requests: Sequence[CompileRequest], progress: Progress | None = None) -> list[str | None]:
         """The kernels' hashes (None where a compile failed: the launch that needs it compiles it again)."""
-        unique = list({r.key(): r for r in requests}.values())
+        unique = _unique(requests)
         progress = progress or Progress("kernels")
         self.start()
         if self._executor is None:
@@ -185,14 +214,20 @@ class CompilePool:
         by_key = dict(zip((r.key() for r in unique), results, strict=True))
         return [by_key[r.key()] for r in requests]
 
+    def _send(self, requests: list[CompileRequest]) -> list[concurrent.futures.Future]:
+        executor = self._executor
+        assert executor is not None, "the pool is parallel"
+        with _without_main_module():
+            for r in requests:
+                self._futures[r.key()] = executor.submit(compile_request, r)
+        return [self._futures[r.key()] for r in requests]
+
     def _in_workers(self, requests: list[CompileRequest], progress: Progress) -> list[str | None]:
         try:
-            executor = self._executor
-            assert executor is not None, "the pool is parallel"
-            with _without_main_module():
-                futures = {executor.submit(compile_request, r): i for i, r in enumerate(requests)}
+            self._send([r for r in requests if not self.submitted(r)])
         except (RuntimeError, concurrent.futures.BrokenExecutor) as e:  # the pool died or was shut down
             return self._fall_back(requests, e)
+        futures = {self._futures[r.key()]: i for i, r in enumerate(requests)}
         results: list[str | None] = [None] * len(requests)
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             i = futures[future]
@@ -220,9 +255,14 @@ class CompilePool:
             return None
 
     def shutdown(self) -> None:
+        self._futures.clear()
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _unique(requests: Sequence[CompileRequest]) -> list[CompileRequest]:
+    return list({r.key(): r for r in requests}.values())
 
 
 _pools: dict[int | None, CompilePool] = {}
@@ -236,12 +276,16 @@ def shared_pool(workers: int | None = None) -> CompilePool:
     return pool
 
 
-def start_early(workers: int | None = None) -> None:
-    """Start the shared pool's workers where there is a GPU to compile for (the interpreter compiles nothing)."""
+def start_early(workers: int | None = None) -> bool:
+    """Start the shared pool's workers where there is a GPU to compile for (the interpreter compiles nothing);
+    whether compiles then run in workers."""
     import torch
 
-    if torch.cuda.is_available():
-        shared_pool(workers).start()
+    if not torch.cuda.is_available():
+        return False
+    pool = shared_pool(workers)
+    pool.start()
+    return pool.parallel
 
 
 # ---------------------------------------------------------------- collecting what Triton would compile

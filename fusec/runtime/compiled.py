@@ -136,15 +136,37 @@ class CompiledGraph:
         (``compile_pool.collecting``), externs running on the uninitialised buffers: the specialisations
         are exactly those of the real call.  Returns how many compiles went to the pool (0 when the pool
         would compile in-process anyway, the launches then compiling as they come, or when Triton's disk
-        cache holds every binary already: a warm start).
+        cache holds every binary already: a warm start).  Those ``compile_ahead`` sent are only waited for.
         """
         if not self.pool.parallel or not self.launcher.kernels:
             return 0
         progress = Progress(f"@{self.launcher.graph_name}")
+        requests = [r for r in self._collect(inputs) if self.pool.submitted(r) or not on_disk(r)]
+        if requests:
+            progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
+            self.pool.compile(requests, progress)
+        return len(requests)
+
+    def compile_ahead(self, inputs: Sequence[torch.Tensor]) -> int:
+        """Send this graph's compiles to the pool now, without waiting: ``inputs`` are meta tensors with the
+        real inputs' shapes, strides, storage offsets and dtypes (a meta tensor's ``data_ptr`` is its offset
+        in bytes, so Triton specialises on alignment as it will for the real ones, whose allocations are
+        aligned).  The first call then waits only for what is still compiling; if it specialises otherwise
+        (an input of another alignment), it compiles that as before.  Returns how many compiles were sent."""
+        if not self.pool.parallel or not self.launcher.kernels:
+            return 0
+        # Not looked up in Triton's disk cache here (milliseconds a kernel, in the process the first call waits
+        # for): a worker's compile finds a cached binary itself.
+        return self.pool.submit(self._collect(inputs, torch.empty_strided))
+
+    def _collect(self, inputs: Sequence[torch.Tensor], empty=None) -> list[CompileRequest]:
+        """What the launcher's Triton launches would compile for ``inputs`` (nothing launches; ``empty``
+        allocates its buffers, by default on the inputs' GPU)."""
         requests: list[CompileRequest] = []
         sources = {}
         try:
-            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False, _shapes_only)
+            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False, _shapes_only,
+                              empty)
             for k in self.launcher.kernels:
                 kernel = load_shared_kernel(k.source, k.name, False)
                 sources[id(kernel)] = shared_origin(kernel)  # the body's first name, which Triton keys on
@@ -152,11 +174,7 @@ class CompiledGraph:
                 call(list(inputs))
         except Exception as e:  # never worse than without the pool: the real launches compile what is missing
             logger.debug("@%s: collecting compiles failed (%s: %s)", self.launcher.graph_name, type(e).__name__, e)
-        requests = [r for r in requests if not on_disk(r)]
-        if requests:
-            progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
-            self.pool.compile(requests, progress)
-        return len(requests)
+        return requests
 
     def _build(self, interpret: bool):
         """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
@@ -170,13 +188,16 @@ class CompiledGraph:
         self._calls[interpret] = call
         return call
 
-    def _bind(self, runner, interpret: bool, extern=lambda fn: _direct(fn)):
-        """The launcher's ``call`` with each kernel name bound to ``runner(kernel)`` (each extern to ``extern(fn)``)."""
+    def _bind(self, runner, interpret: bool, extern=lambda fn: _direct(fn), empty=None):
+        """The launcher's ``call`` with each kernel name bound to ``runner(kernel)`` (each extern to ``extern(fn)``,
+        its buffers allocated by ``empty``, by default on the current GPU)."""
         from fusec.dialects.extern_calls import resolve_target
 
         namespace: dict[str, Any] = runtime_globals()  # the exec fills in "call"
         namespace["_default_device"] = self.default_device
-        if not interpret:
+        if empty is not None:
+            namespace["_empty"] = empty
+        elif not interpret:
             namespace["_empty"] = _cuda_empty()
         for k in self.launcher.kernels:
             namespace[k.name] = runner(k)

@@ -182,3 +182,87 @@ def test_a_slow_compile_says_how_many_kernels_are_done(caplog, monkeypatch):
     messages = [r.getMessage() for r in caplog.records if r.name == "fusec.compile" and r.levelno == logging.INFO]
     assert [m.split(": ", 1)[1] for m in messages] == ["compiled kernel 1 of 2 (k_a)", "compiled kernel 2 of 2 (k_b)"]
     assert all(m.startswith("@forward_0 [") for m in messages)
+
+
+def test_a_request_sent_ahead_compiles_once_and_compile_waits_for_it(monkeypatch):
+    """``submit`` returns at once; a later ``compile`` of the same request waits for that compile, not a second."""
+    import threading
+
+    started, release, compiled = threading.Event(), threading.Event(), []
+
+    def slow_compile(r):
+        started.set()
+        release.wait(10)
+        compiled.append(r.name)
+        return f"hash-of-{r.name}"
+
+    def threads(workers, mp_context=None, initializer=None):  # the pool's executor, with threads standing in for processes
+        return concurrent.futures.ThreadPoolExecutor(workers)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", threads)
+    monkeypatch.setattr(compile_pool, "compile_request", slow_compile)
+    pool = CompilePool(2)
+    try:
+        assert pool.submit([request("k_a", 1.0), request("k_a", 1.0)]) == 1
+        assert started.wait(10) and pool.submitted(request("k_a", 1.0)) and not pool.submitted(request("k_b", 2.0))
+        assert pool.submit([request("k_a", 1.0)]) == 0  # already on its way
+        release.set()
+        assert pool.compile([request("k_b", 2.0), request("k_a", 1.0)]) == ["hash-of-k_b", "hash-of-k_a"]
+        assert sorted(compiled) == ["k_a", "k_b"]
+    finally:
+        release.set()
+        pool.shutdown()
+    assert CompilePool(1).submit([request("k_c", 3.0)]) == 0  # in-process: nothing compiles ahead
+
+
+def test_meta_inputs_keep_the_layout_triton_specialises_on():
+    from fusec.backend import _meta_like
+
+    base = torch.randn(8, 10, generator=torch.Generator().manual_seed(10))
+    for t in (base, base[:, 1:], base.t(), base[2:, ::3], base[:0], base.expand(2, 8, 10)):
+        m = _meta_like(t)
+        assert m.device.type == "meta" and m.dtype == t.dtype
+        assert (m.shape, m.stride(), m.storage_offset()) == (t.shape, t.stride(), t.storage_offset())
+        assert m.data_ptr() == t.storage_offset() * t.element_size()  # what Triton's alignment check sees
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_path, monkeypatch):
+    """The forward's and the backward's kernels are sent to the pool while compiling (the backward right after
+    the forward): the first calls find every compile sent already, and the step equals eager's."""
+    from fusec.runtime import compiled as compiled_module
+
+    monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    sent, late = [], []
+    ahead, precompile = compiled_module.CompiledGraph.compile_ahead, compiled_module.CompiledGraph.precompile
+
+    def count_ahead(self, inputs):
+        sent.append(ahead(self, inputs))
+        return sent[-1]
+
+    def count_late(self, inputs):
+        late.extend(r for r in self._collect(inputs) if not self.pool.submitted(r) and not compile_pool.on_disk(r))
+        return precompile(self, inputs)
+
+    monkeypatch.setattr(compiled_module.CompiledGraph, "compile_ahead", count_ahead)
+    monkeypatch.setattr(compiled_module.CompiledGraph, "precompile", count_late)
+    torch._dynamo.reset()
+    g = torch.Generator("cuda").manual_seed(11)
+    x = torch.randn(64, 96, device="cuda", generator=g)
+    w = torch.randn(96, device="cuda", generator=g, requires_grad=True)
+
+    def step(x, w):
+        return torch.nn.functional.layer_norm(torch.tanh(x) * w, (96,)).square().mean(0)
+
+    got = torch.compile(step, backend="fusec", options={"compile_workers": 2})(x, w)
+    got.sum().backward()
+    got_grad, w.grad = w.grad, None
+    want = step(x, w)
+    want.sum().backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grad, w.grad)
+    assert len(sent) == 2 and all(n > 0 for n in sent), sent  # forward and backward, each sent its compiles
+    assert not late, [r.name for r in late]  # the first calls specialised as the meta inputs did
+    torch._dynamo.reset()
