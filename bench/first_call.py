@@ -1,6 +1,6 @@
 """Where one model's first call goes, by stage (GPU), bf16, static shapes.
 
-    python bench/first_call.py MODEL infer|train BACKEND
+    python bench/first_call.py MODEL infer|train BACKEND [--dynamic]
 
 BACKEND is fusec, inductor, inductor-combo or any Dynamo backend (``aot_eager_decomp_partition`` gives the share
 of Dynamo and AOTAutograd alone).  For fusec, prints beside the first call's seconds the time in each stage
@@ -77,6 +77,7 @@ def main() -> None:
     p.add_argument("backend")
     p.add_argument("--profile", help="write a cProfile of the first call to this file")
     p.add_argument("--device", default="cuda", help="cuda; cpu checks the script itself (kernels interpreted)")
+    p.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
     args = p.parse_args()
     if args.backend == "fusec":
         instrument_fusec()
@@ -92,7 +93,8 @@ def main() -> None:
         import torch._inductor.config as inductor_config
 
         inductor_config.combo_kernels = args.backend == "inductor-combo"
-    compiled = torch.compile(model, backend="inductor" if args.backend.startswith("inductor") else args.backend)
+    compiled = torch.compile(model, backend="inductor" if args.backend.startswith("inductor") else args.backend,
+                             dynamic=args.dynamic or None)
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
@@ -108,7 +110,8 @@ def main() -> None:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
-    print(json.dumps({"model": args.model, "mode": args.mode, "backend": args.backend, "first_call_s": round(total, 2),
+    print(json.dumps({"model": args.model, "mode": args.mode, "backend": args.backend, "dynamic": args.dynamic,
+                      "first_call_s": round(total, 2),
                       "stages_s": {k: round(v, 2) for k, v in sorted(spent.items())}, "calls": dict(calls),
                       "slowest_passes_s": {k: round(v, 2) for k, v in passes.most_common(8)}}))
 

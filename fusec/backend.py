@@ -227,29 +227,51 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: s
 
 
 def _compile_ahead(executor, example_inputs: Sequence, info: ImportInfo) -> None:
-    """Send a static graph's Triton compiles to the pool now, from meta tensors laid out as its example inputs:
-    they compile while AOTAutograd compiles the next graph (a forward's backward, which fusec asks for eagerly
-    for this reason) and Dynamo finishes, instead of when the graph is first called.  Under symbolic sizes the
-    first call's sizes decide the specialisations: nothing is sent."""
+    """Send a graph's Triton compiles to the pool now, from meta tensors laid out as its example inputs: they
+    compile while AOTAutograd compiles the next graph (a forward's backward, which fusec asks for eagerly for
+    this reason) and Dynamo finishes, instead of when the graph is first called.  Under symbolic sizes the
+    example inputs are the first call's (Dynamo compiles on that call; a backward's come from its forward's):
+    their sizes, the symbols' hints, give that call's specialisations too.  A size with no hint (data-dependent)
+    sends nothing."""
     from fusec.runtime import CompiledGraph
 
-    if not isinstance(executor, CompiledGraph) or info.symbols or info.carriers or info.device.type != "cuda":
+    if not isinstance(executor, CompiledGraph) or info.device.type != "cuda":
         return
     with torch._subclasses.fake_tensor.unset_fake_temporarily():
-        tensors = [_meta_like(example_inputs[i]) for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
+        try:
+            tensors = [_meta_like(example_inputs[i]) for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
+            carriers = [info.size_hints[s] for s in info.carriers]
+        except (_NoHint, KeyError):
+            return
         tensors += [_meta_like(c) for c in info.constants]
-        sent = executor.compile_ahead(tensors)
+        one = torch.empty(1, dtype=torch.int8, device="meta")
+        sent = executor.compile_ahead(tensors + [one.expand(n) for n in carriers])
     if sent:
         from fusec.base.progress import logger
 
         logger.debug("@%s: %d kernels sent to the compile pool ahead of the first call", info.graph_name, sent)
 
 
+class _NoHint(Exception):
+    pass
+
+
+def _hint(n) -> int:
+    """A size's example value (a SymInt's hint)."""
+    if isinstance(n, torch.SymInt):
+        hint = n.node.hint
+        if hint is None:
+            raise _NoHint(n)
+        return int(hint)
+    return int(n)
+
+
 def _meta_like(t: torch.Tensor) -> torch.Tensor:
-    """A meta tensor with ``t``'s shape, strides, storage offset and dtype."""
-    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if n > 0)
-    base = torch.empty(t.storage_offset() + (extent if t.numel() else 0), dtype=t.dtype, device="meta")
-    return base.as_strided(t.shape, t.stride(), t.storage_offset())
+    """A meta tensor with ``t``'s shape, strides, storage offset and dtype (symbolic ones at their hints)."""
+    shape, stride, offset = [_hint(n) for n in t.shape], [_hint(n) for n in t.stride()], _hint(t.storage_offset())
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True) if n > 0)
+    base = torch.empty(offset + (extent if all(shape) else 0), dtype=t.dtype, device="meta")
+    return base.as_strided(shape, stride, offset)
 
 
 def _runner(gm: torch.fx.GraphModule, info: ImportInfo, executor, kind: str, options: BackendOptions):

@@ -226,11 +226,28 @@ def test_meta_inputs_keep_the_layout_triton_specialises_on():
         assert m.data_ptr() == t.storage_offset() * t.element_size()  # what Triton's alignment check sees
 
 
+def test_meta_inputs_of_symbolic_sizes_take_their_hints():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    from fusec.backend import _meta_like
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    real = torch.randn(6, 10, generator=torch.Generator().manual_seed(12))[:, 2:]
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC])
+    fake = mode.from_tensor(real, symbolic_context=context)
+    assert isinstance(fake.shape[0], torch.SymInt)
+    m = _meta_like(fake)
+    assert (m.shape, m.stride(), m.storage_offset()) == (real.shape, real.stride(), real.storage_offset())
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_path, monkeypatch, dynamic):
     """The forward's and the backward's kernels are sent to the pool while compiling (the backward right after
-    the forward): the first calls find every compile sent already, and the step equals eager's."""
+    the forward; under symbolic sizes, at the example inputs' sizes): the first calls find every compile sent
+    already, and the step equals eager's."""
     from fusec.runtime import compiled as compiled_module
 
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path))
@@ -256,7 +273,7 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
     def step(x, w):
         return torch.nn.functional.layer_norm(torch.tanh(x) * w, (96,)).square().mean(0)
 
-    got = torch.compile(step, backend="fusec", options={"compile_workers": 2})(x, w)
+    got = torch.compile(step, backend="fusec", dynamic=dynamic, options={"compile_workers": 2})(x, w)
     got.sum().backward()
     got_grad, w.grad = w.grad, None
     want = step(x, w)
