@@ -165,7 +165,8 @@ class CompiledGraph:
         requests: list[CompileRequest] = []
         sources = {}
         try:
-            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False)), False, _shapes_only,
+            seen: set[tuple] = set()  # launches already bound: identical layers launch one kernel alike
+            call = self._bind(lambda k: _Warmup(load_shared_kernel(k.source, k.name, False), seen), False, _shapes_only,
                               empty)
             for k in self.launcher.kernels:
                 kernel = load_shared_kernel(k.source, k.name, False)
@@ -281,14 +282,24 @@ def _shapes_only(fn):
 
 
 class _Warmup:
-    """Stands for a ``KernelRunner`` while compiles are collected: Triton binds and specialises, nothing launches."""
+    """Stands for a ``KernelRunner`` while compiles are collected: Triton binds and specialises, nothing launches.
 
-    __slots__ = ("kernel",)
+    A launch of a kernel with arguments alike in everything Triton specialises on (a pointer's dtype and 16-byte
+    alignment; other arguments by value, which is stricter) is bound once: the six or twelve identical layers of
+    a model launch the same shared kernels alike, and Triton's binding is most of the walk's time."""
 
-    def __init__(self, kernel):
+    __slots__ = ("kernel", "seen")
+
+    def __init__(self, kernel, seen: set[tuple]):
         self.kernel = kernel
+        self.seen = seen
 
     def launch(self, grid: int, num_warps: int, *args) -> None:
+        key = (id(self.kernel), num_warps,
+               *((a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor) else (type(a), a) for a in args))
+        if key in self.seen:
+            return
+        self.seen.add(key)
         self.kernel.warmup(*args, grid=(grid,), num_warps=num_warps)
 
 

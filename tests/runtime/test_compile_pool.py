@@ -283,3 +283,27 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
     assert len(sent) == 2 and all(n > 0 for n in sent), sent  # forward and backward, each sent its compiles
     assert not late, [r.name for r in late]  # the first calls specialised as the meta inputs did
     torch._dynamo.reset()
+
+
+def test_launches_alike_in_what_triton_specialises_on_are_bound_once():
+    from fusec.runtime.compiled import _Warmup
+
+    bound = []
+
+    class Kernel:
+        def warmup(self, *args, grid, num_warps):
+            bound.append((args, num_warps))
+
+    seen: set = set()
+    a, b = Kernel(), Kernel()
+    x = torch.empty(64, device="meta")
+    layers = [_Warmup(a, seen) for _ in range(6)]  # six layers' launch sites of one shared kernel
+    for site in layers:
+        site.launch(4, 4, x, x[16:], 256, 128)
+    assert len(bound) == 1
+    _Warmup(a, seen).launch(4, 4, x, x[1:], 256, 128)  # a pointer 4 bytes off: Triton specialises otherwise
+    _Warmup(a, seen).launch(4, 8, x, x[16:], 256, 128)  # other warps
+    _Warmup(a, seen).launch(4, 4, x, x[16:], 256, 64)  # another block size (a constexpr)
+    _Warmup(a, seen).launch(4, 4, x.to(torch.bfloat16), x[16:], 256, 128)  # another dtype
+    _Warmup(b, seen).launch(4, 4, x, x[16:], 256, 128)  # another kernel
+    assert len(bound) == 6
