@@ -85,7 +85,8 @@ def main() -> None:
     model, kind = build(args.model)
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     model = model.to(args.device, dtype).train(args.mode == "train")
-    batch, size = SIZES[args.model] if args.device == "cuda" else (1, 32)
+    # On the CPU one short sequence, or one image at the model's size (ViT takes no other)
+    batch, size = SIZES[args.model] if args.device == "cuda" else (1, 32 if kind == "tokens" else SIZES[args.model][1])
     data = inputs(kind, batch, size, dtype, torch.Generator().manual_seed(1), args.device)
     if args.mode == "infer":
         data.pop("labels", None)
