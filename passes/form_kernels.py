@@ -255,11 +255,13 @@ class FormKernels(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         namer = KernelNamer(op)
         PatternRewriteWalker(WrapInKernel(namer), apply_recursively=False).rewrite_module(op)
-        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True,
+                             apply_recursively=False).rewrite_module(op)
         # Index ops folded like views where read by kernels; those an extern or the output reads become kernels.
         PatternRewriteWalker(WrapInKernel(namer, fold=False), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(MaterializeConstant(namer), apply_recursively=False).rewrite_module(op)
         # Index arithmetic (and its constants) that fed only what was materialised just now.
-        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([EraseDeadView(), EraseDeadIota()]), walk_reverse=True,
+                             apply_recursively=False).rewrite_module(op)
         # Arithmetic that was index arithmetic until its iota was materialised (a kernel now): a kernel of its own.
         PatternRewriteWalker(WrapInKernel(namer), apply_recursively=False).rewrite_module(op)
