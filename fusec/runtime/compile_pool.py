@@ -293,29 +293,52 @@ def start_early(workers: int | None = None) -> bool:
 # ---------------------------------------------------------------- collecting what Triton would compile
 
 
+_collectors: dict[int, tuple[dict[int, tuple[str, str]], list[CompileRequest]]] = {}  # thread id -> (sources, out)
+_collectors_lock = threading.Lock()
+_hook_before: list = []  # the jit_cache_hook installed before the first collector (a user's, or None)
+
+
+def _collect_hook(*, fn, compile, is_manual_warmup=False, already_compiled=False, **kwargs):
+    """Triton's ``jit_cache_hook`` while any thread collects: that thread's launches of fusec's kernels are
+    recorded, not compiled (True skips the compile); every other launch compiles as without it, through the
+    hook that was there before."""
+    sources, out = _collectors.get(threading.get_ident(), ({}, []))
+    found = sources.get(id(fn.jit_function))
+    if found is not None and not already_compiled:
+        import triton
+
+        options = {k: compile[k] for k in ("num_warps", "num_ctas", "num_stages", "enable_fp_fusion",
+                                           "launch_cooperative_grid", "extern_libs") if k in compile}
+        out.append(CompileRequest(found[0], found[1], dict(compile["signature"]), dict(compile["constants"]),
+                                  dict(compile["configs"][0]), triton.runtime.driver.active.get_current_target(), options))
+        return True
+    before = _hook_before[0] if _hook_before else None
+    return bool(before(fn=fn, compile=compile, is_manual_warmup=is_manual_warmup, already_compiled=already_compiled,
+                       **kwargs)) if before is not None else False
+
+
 @contextlib.contextmanager
 def collecting(sources: dict[int, tuple[str, str]], out: list[CompileRequest]):
-    """Inside, a launch's Triton compile is not done but recorded in ``out`` as a ``CompileRequest``.
+    """Inside, this thread's launches of the kernels in ``sources`` are not compiled but recorded in ``out`` as
+    ``CompileRequest``s; other threads' launches (a model running beside a compile) compile and run as always.
 
     ``sources``: id of a ``@triton.jit`` function -> (its module source, its name).  Uses Triton's
     ``jit_cache_hook`` (returning True skips the compile); launches must be warmups (``kernel.warmup``).
     """
     import triton
 
-    def hook(*, fn, compile, is_manual_warmup=False, already_compiled=False, **_):
-        found = sources.get(id(fn.jit_function))
-        if found is None or already_compiled:
-            return False
-        options = {k: compile[k] for k in ("num_warps", "num_ctas", "num_stages", "enable_fp_fusion",
-                                           "launch_cooperative_grid", "extern_libs") if k in compile}
-        out.append(CompileRequest(found[0], found[1], dict(compile["signature"]), dict(compile["constants"]),
-                                  dict(compile["configs"][0]), triton.runtime.driver.active.get_current_target(), options))
-        return True
-
     knobs = triton.knobs.runtime
-    saved = knobs.jit_cache_hook
-    knobs.jit_cache_hook = hook
+    me = threading.get_ident()
+    with _collectors_lock:
+        if not _collectors:
+            _hook_before[:] = [knobs.jit_cache_hook]
+            knobs.jit_cache_hook = _collect_hook
+        _collectors[me] = (sources, out)
     try:
         yield
     finally:
-        knobs.jit_cache_hook = saved
+        with _collectors_lock:
+            del _collectors[me]
+            if not _collectors:
+                knobs.jit_cache_hook = _hook_before[0]
+                _hook_before.clear()

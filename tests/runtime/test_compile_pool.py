@@ -307,3 +307,34 @@ def test_launches_alike_in_what_triton_specialises_on_are_bound_once():
     _Warmup(a, seen).launch(4, 4, x.to(torch.bfloat16), x[16:], 256, 128)  # another dtype
     _Warmup(b, seen).launch(4, 4, x, x[16:], 256, 128)  # another kernel
     assert len(bound) == 6
+
+
+def test_collecting_records_only_its_own_threads_launches(monkeypatch):
+    """While one thread collects compiles, another thread's launches of the same kernels compile as always (a
+    model running beside a compile), through whatever hook the user had; the user's hook is back afterwards."""
+    import threading
+    import types
+
+    import triton
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", types.SimpleNamespace(get_current_target=lambda: "sm90"))
+    users = []
+
+    def users_hook(**kwargs):
+        users.append(kwargs["fn"])
+        return False
+
+    monkeypatch.setattr(triton.knobs.runtime, "jit_cache_hook", users_hook)
+    fn = types.SimpleNamespace(jit_function=object())
+    compile = {"signature": {"x": "*fp32"}, "constants": {}, "configs": [{}], "num_warps": 4}
+    out: list = []
+    with compile_pool.collecting({id(fn.jit_function): ("source", "k")}, out):
+        hook = triton.knobs.runtime.jit_cache_hook
+        assert hook(fn=fn, compile=compile) is True  # this thread: recorded, not compiled
+        other: list = []
+        thread = threading.Thread(target=lambda: other.append(hook(fn=fn, compile=compile)))
+        thread.start()
+        thread.join()
+        assert other == [False] and users == [fn]  # the other thread compiles, the user's hook saw it
+    assert [(r.name, r.options, r.target) for r in out] == [("k", {"num_warps": 4}, "sm90")]
+    assert triton.knobs.runtime.jit_cache_hook is users_hook
