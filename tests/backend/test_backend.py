@@ -191,3 +191,30 @@ def test_options_default_to_the_environment(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert BackendOptions.from_dict({}).pipeline_spec().startswith("channels-last,pad-matmuls,bias-epilogues,sink-gathers,form-kernels")
+
+
+def test_the_collector_skips_older_objects_only_while_a_graph_compiles(monkeypatch):
+    """gc.freeze during compile_graph (full collections would walk the whole process again and again), and every
+    object is the collector's again afterwards, the compile failing or not."""
+    import gc
+
+    import fusec.backend as backend
+
+    seen = []
+    inner = backend._compile_graph
+
+    def watched(*args, **kwargs):
+        seen.append(gc.get_freeze_count())
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "_compile_graph", watched)
+    torch._dynamo.reset()
+    x = torch.randn(8, 5, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(torch.compile(lambda t: (t * 2).softmax(-1), backend="fusec")(x), (x * 2).softmax(-1))
+    assert seen and all(n > 0 for n in seen) and gc.get_freeze_count() == 0
+    monkeypatch.setattr(backend, "_compile_graph", lambda *a, **k: 1 / 0)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="ZeroDivisionError"):
+        torch.compile(lambda t: t.exp(), backend="fusec")(x)
+    assert gc.get_freeze_count() == 0
+    torch._dynamo.reset()
