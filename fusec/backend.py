@@ -54,7 +54,7 @@ from xdsl.printer import Printer
 from fusec.base import env, remarks
 from fusec.dialects import fusec as F
 from fusec.frontend.decompositions import fusec_decompositions
-from fusec.frontend.importer import ImportInfo, UnsupportedGraph, import_graph
+from fusec.frontend.importer import ImportInfo, UnsupportedGraph, import_graph, size_hint
 
 EXECUTE_MODES = ("triton", "interpret")
 
@@ -277,13 +277,10 @@ class _NoHint(Exception):
 
 
 def _hint(n) -> int:
-    """A size's example value (a SymInt's hint)."""
-    if isinstance(n, torch.SymInt):
-        hint = n.node.hint
-        if hint is None:
-            raise _NoHint(n)
-        return int(hint)
-    return int(n)
+    hint = size_hint(n)
+    if hint is None:
+        raise _NoHint(n)
+    return hint
 
 
 def _meta_like(t: torch.Tensor) -> torch.Tensor:

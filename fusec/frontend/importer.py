@@ -164,7 +164,7 @@ def eager_dim_order(val, row_major_too: bool = False) -> tuple[int, ...] | None:
     values' hints: a layout is the same for every size Dynamo's guards admit."""
     if not isinstance(val, torch.Tensor) or val.dim() < 2:
         return None
-    hinted_sizes, hinted_strides = [_hint(d) for d in val.shape], [_hint(s) for s in val.stride()]
+    hinted_sizes, hinted_strides = [size_hint(d) for d in val.shape], [size_hint(s) for s in val.stride()]
     if None in hinted_sizes or None in hinted_strides or 0 in hinted_sizes:  # unbacked: no hint, leave the layout be
         return None
     sizes, strides = cast(list[int], hinted_sizes), cast(list[int], hinted_strides)
@@ -199,7 +199,8 @@ def _through_a_permute(value: SSAValue) -> bool:
     return False
 
 
-def _hint(n) -> int | None:
+def size_hint(n) -> int | None:
+    """A size's example value: an int's own, a SymInt's hint (None for a data-dependent one)."""
     return int(n) if isinstance(n, int) else n.node.hint
 
 

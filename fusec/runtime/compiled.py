@@ -286,7 +286,8 @@ class _Warmup:
 
     A launch of a kernel with arguments alike in everything Triton specialises on (a pointer's dtype and 16-byte
     alignment; other arguments by value, which is stricter) is bound once: the six or twelve identical layers of
-    a model launch the same shared kernels alike, and Triton's binding is most of the walk's time."""
+    a model launch the same shared kernels alike (ViT's walk ahead 1.47 -> 0.98 s on an H100; GPT-2's, 0.75 s,
+    did not move: the rest of a walk is its externs and buffers)."""
 
     __slots__ = ("kernel", "seen")
 
