@@ -37,10 +37,39 @@ from fusec.dialects.directives import BufferType, Expr
 from fusec.dialects.graph_ops import ConstantOp, OutputOp, PointwiseOp, SymbolicOp
 from fusec.dialects.pointwise import REDUCTIONS, reduction_result_type
 
-__all__ = ["ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "ReduceROp", "StoreOp"]
+__all__ = ["ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "MatmulTiles", "ReduceROp", "StoreOp"]
 
-SCHEDULE_KINDS = ("pointwise", "tiled", "persistent", "looped")
+SCHEDULE_KINDS = ("pointwise", "tiled", "persistent", "looped", "matmul")
 INDEX_TYPES = ("int32", "int64")
+
+
+@dataclass(frozen=True)
+class MatmulTiles:
+    """How a matmul kernel's programs tile its product, as ``schedule-kernels`` chose them (a ``matmul`` schedule).
+
+    block_m, block_n, block_k: a program's [block_m, block_n] tile of the product, accumulated block_k at a time.
+    warps, stages: Triton's warps a program, and the software pipeline's depth over k.
+    group_m: programs that share a column of B's tiles run block_m-row groups this tall (L2 reuse).
+    tf32: fp32 operands multiply as TF32 (torch's ``float32_matmul_precision`` allowed it), else exactly.
+    approx_tanh: the epilogue's tanh is the GPU's one-instruction approximation (relative error below 2**-10.9):
+        every float the kernel stores is rounded to 16 bits, which loses more.  libdevice's exact tanh ran
+        serialized after the main loop at 1.6x the matmul's time (8192x1024x4096 bf16, H200).
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    warps: int
+    stages: int
+    group_m: int
+    tf32: bool = False
+    approx_tanh: bool = False
+
+    def items(self) -> list[str]:
+        """As ``schedule(...)`` prints them."""
+        return ([f"tile = [{self.block_m}, {self.block_n}, {self.block_k}]", f"warps = {self.warps}",
+                 f"stages = {self.stages}", f"group_m = {self.group_m}"] + (["tf32"] if self.tf32 else [])
+                + (["approx_tanh"] if self.approx_tanh else []))
 
 
 @dataclass(frozen=True)
@@ -48,12 +77,14 @@ class KernelSchedule:
     """How a kernel runs, as ``schedule-kernels`` records it on a ``fusec.kernel`` and the lowering obeys it.
 
     kind: "pointwise" (1-D blocks), "tiled" (2-D tiles of a pointwise kernel), "persistent"
-        (whole rows in registers) or "looped" (RBLOCK-wide steps over r).
+        (whole rows in registers), "looped" (RBLOCK-wide steps over r) or "matmul" (a ``matmul`` kernel's
+        tiles of the product, its k-loop on tensor cores).
     index: the integer type of index arithmetic, "int32" or "int64".
     outer: a reduction whose loads are contiguous along x (a column reduction).
     max_rblock: a looped reduction's largest RBLOCK (None for other kinds).
     persistent_up_to: a looped reduction over a symbolic rnumel that runs persistent (whole rows in RBLOCK)
         for a call whose rnumel is at most this, chosen by the launcher per call (None: always looped).
+    tiles: a matmul schedule's tiles (None for other kinds).
     """
 
     kind: str
@@ -61,6 +92,7 @@ class KernelSchedule:
     outer: bool = False
     max_rblock: int | None = None
     persistent_up_to: int | None = None
+    tiles: MatmulTiles | None = None
 
 
 def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
@@ -78,6 +110,12 @@ class KernelOp(IRDLOperation):
     ``schedule(...)`` (printed after that) is the ``KernelSchedule`` that ``schedule-kernels``
     chose: ``fusec.kernel @fusec_red_sum_0 [s0, s1] schedule(looped, int64, outer, max_rblock = 1024) (%a)``,
     and over a symbolic rnumel ``schedule(looped, int32, max_rblock = 4096, persistent_up_to = 4096)``.
+
+    ``matmul [B, M, N]`` (printed after the domain) marks a matmul kernel, which ``matmul-epilogues`` makes:
+    its domain is ``[B*M*N, K]``, ``x`` is the flat index of the product's element (b, m, n) and ``r`` is k;
+    its body reduces over r the product of two loads, one that reads A at (b, m, r) and one that reads B at
+    (b, r, n), and what follows the reduction is its epilogue.  The interpreter runs it as the reduction it
+    is; the lowering runs the reduction as ``tl.dot`` over [block_m, block_n] tiles (a ``matmul`` schedule).
     """
 
     name = "fusec.kernel"
@@ -89,6 +127,13 @@ class KernelOp(IRDLOperation):
     outer = opt_prop_def(UnitAttr)
     max_rblock = opt_prop_def(IntegerAttr)
     persistent_up_to = opt_prop_def(IntegerAttr)
+    matmul = opt_prop_def(ArrayAttr[ExprAttr])
+    tile = opt_prop_def(ArrayAttr[IntegerAttr])
+    num_warps = opt_prop_def(IntegerAttr)
+    num_stages = opt_prop_def(IntegerAttr)
+    group_m = opt_prop_def(IntegerAttr)
+    tf32 = opt_prop_def(UnitAttr)
+    approx_tanh = opt_prop_def(UnitAttr)
     inputs = var_operand_def()
     outputs = var_result_def()
     body = region_def("single_block")
@@ -97,12 +142,15 @@ class KernelOp(IRDLOperation):
 
     def __init__(self, name: str, domain: Sequence[int | sympy.Basic], inputs: Sequence[SSAValue], output_types: Sequence[Attribute],
                  body: Region | None = None,
-                 *, tiled: bool = False, schedule: KernelSchedule | None = None):
+                 *, tiled: bool = False, schedule: KernelSchedule | None = None,
+                 matmul: Sequence[int | sympy.Basic] | None = None):
         if body is None:
             body = Region(Block(arg_types=[v.type for v in inputs] + list(output_types)))
         props: dict[str, Attribute] = {"sym_name": StringAttr(name), "domain": ArrayAttr([ExprAttr.of(d) for d in domain])}
         if tiled:
             props["tiled"] = UnitAttr()
+        if matmul is not None:
+            props["matmul"] = ArrayAttr([ExprAttr.of(d) for d in matmul])
         # Built directly, as loads are (see LoadOp.__init__): merging builds a kernel for every merge it tries.
         Operation.__init__(self, operands=list(inputs), result_types=list(output_types), regions=[body], properties=props)
         if schedule is not None:
@@ -116,13 +164,37 @@ class KernelOp(IRDLOperation):
         index = self.index_type.data if self.index_type is not None else "int32"
         rblock = self.max_rblock.value.data if self.max_rblock is not None else None
         up_to = self.persistent_up_to.value.data if self.persistent_up_to is not None else None
-        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to)
+        tiles = None
+        if self.tile is not None and self.num_warps is not None and self.num_stages is not None and self.group_m is not None:
+            m, n, k = (a.value.data for a in self.tile.data)
+            tiles = MatmulTiles(m, n, k, self.num_warps.value.data, self.num_stages.value.data, self.group_m.value.data,
+                                self.tf32 is not None, self.approx_tanh is not None)
+        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to, tiles)
+
+    @property
+    def matmul_dims(self) -> list[sympy.Expr] | None:
+        """[B, M, N] of a matmul kernel (see the class docstring), None for any other kernel."""
+        return None if self.matmul is None else [d.data for d in self.matmul.data]
+
+    @property
+    def is_matmul(self) -> bool:
+        return self.matmul is not None
 
     def record_schedule(self, schedule: KernelSchedule) -> None:
         self.properties["schedule_kind"] = StringAttr(schedule.kind)
         self.properties["index_type"] = StringAttr(schedule.index)
-        for key in ("outer", "max_rblock", "persistent_up_to"):
+        for key in ("outer", "max_rblock", "persistent_up_to", "tile", "num_warps", "num_stages", "group_m", "tf32",
+                    "approx_tanh"):
             self.properties.pop(key, None)
+        if (t := schedule.tiles) is not None:
+            self.properties["tile"] = ArrayAttr([IntegerAttr(v, 64) for v in (t.block_m, t.block_n, t.block_k)])
+            self.properties["num_warps"] = IntegerAttr(t.warps, 64)
+            self.properties["num_stages"] = IntegerAttr(t.stages, 64)
+            self.properties["group_m"] = IntegerAttr(t.group_m, 64)
+            if t.tf32:
+                self.properties["tf32"] = UnitAttr()
+            if t.approx_tanh:
+                self.properties["approx_tanh"] = UnitAttr()
         if schedule.outer:
             self.properties["outer"] = UnitAttr()
         if schedule.max_rblock is not None:
@@ -197,12 +269,16 @@ class KernelOp(IRDLOperation):
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string(" ")
         print_expr_list(printer, self.domain_exprs)
+        if (dims := self.matmul_dims) is not None:
+            printer.print_string(" matmul ")
+            print_expr_list(printer, dims)
         if self.is_tiled:
             printer.print_string(" tiled")
         if (schedule := self.schedule) is not None:
             items = [schedule.kind, schedule.index] + (["outer"] if schedule.outer else [])
             items += [f"max_rblock = {schedule.max_rblock}"] if schedule.max_rblock is not None else []
             items += [f"persistent_up_to = {schedule.persistent_up_to}"] if schedule.persistent_up_to is not None else []
+            items += schedule.tiles.items() if schedule.tiles is not None else []
             printer.print_string(f" schedule({', '.join(items)})")
         printer.print_string(" (")
         printer.print_list(self.inputs, printer.print_operand)
@@ -219,6 +295,7 @@ class KernelOp(IRDLOperation):
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name().data
         domain = _parse_domain(parser)
+        matmul = _parse_domain(parser) if parser.parse_optional_keyword("matmul") is not None else None
         tiled = parser.parse_optional_keyword("tiled") is not None
         schedule = _parse_schedule(parser) if parser.parse_optional_keyword("schedule") is not None else None
         operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_unresolved_operand)
@@ -229,16 +306,18 @@ class KernelOp(IRDLOperation):
         out_types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
         inputs = parser.resolve_operands(operands, in_types, parser.pos)
         body = parser.parse_region()
-        op = KernelOp(name, domain, inputs, out_types, body, tiled=tiled, schedule=schedule)
+        op = KernelOp(name, domain, inputs, out_types, body, tiled=tiled, schedule=schedule, matmul=matmul)
         op.attributes.update(attrs)
         return op
 
     def _verify_schedule(self, where: str) -> None:
         schedule = self.schedule
         if schedule is None:
-            if any(p is not None for p in (self.index_type, self.outer, self.max_rblock, self.persistent_up_to)):
-                raise VerifyException(f"{where}: index_type, outer, max_rblock and persistent_up_to belong to a "
-                                      "schedule; it has none")
+            if any(p is not None for p in (self.index_type, self.outer, self.max_rblock, self.persistent_up_to, self.tile,
+                                           self.num_warps, self.num_stages, self.group_m, self.tf32,
+                                           self.approx_tanh)):
+                raise VerifyException(f"{where}: index_type, outer, max_rblock, persistent_up_to and a matmul's tiles "
+                                      "belong to a schedule; it has none")
             return
         if schedule.kind not in SCHEDULE_KINDS:
             raise VerifyException(f"{where}: unknown schedule '{schedule.kind}' (one of {', '.join(SCHEDULE_KINDS)})")
@@ -257,6 +336,26 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: max_rblock must be a power of 2 of at least 2, got {rblock}")
         if schedule.persistent_up_to is not None and (schedule.kind != "looped" or schedule.persistent_up_to < 1):
             raise VerifyException(f"{where}: persistent_up_to (a positive rnumel) belongs to a looped schedule only")
+        self._verify_matmul_schedule(where, schedule)
+
+    def _verify_matmul_schedule(self, where: str, schedule: KernelSchedule) -> None:
+        if (schedule.kind == "matmul") != self.is_matmul:
+            raise VerifyException(f"{where}: the matmul schedule is for, and only for, a matmul kernel")
+        if (schedule.tiles is not None) != (schedule.kind == "matmul"):
+            raise VerifyException(f"{where}: a matmul schedule, and only it, has tile, warps, stages and group_m")
+        if (t := schedule.tiles) is not None:
+            if any(b < 16 or b & (b - 1) for b in (t.block_m, t.block_n, t.block_k)):
+                raise VerifyException(f"{where}: a matmul's tile sizes must be powers of 2 of at least 16 (tl.dot)")
+            if t.warps not in (1, 2, 4, 8, 16) or t.stages < 1 or t.group_m < 1:
+                raise VerifyException(f"{where}: warps must be 1, 2, 4, 8 or 16; stages and group_m at least 1")
+
+    def _verify_matmul_dims(self, where: str) -> None:
+        if (dims := self.matmul_dims) is None:
+            return
+        if len(dims) != 3 or len(self.domain.data) != 2 or self.is_tiled:
+            raise VerifyException(f"{where}: a matmul kernel has matmul [B, M, N] and a domain [B*M*N, K]")
+        if sympy.expand(dims[0] * dims[1] * dims[2] - self.domain_exprs[0]) != 0:
+            raise VerifyException(f"{where}: a matmul kernel's xnumel must be B*M*N of its matmul [B, M, N]")
 
     def verify_(self) -> None:
         where = f"fusec.kernel @{self.sym_name.data}"
@@ -264,6 +363,7 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: domain must be [xnumel] or [xnumel, rnumel]")
         if self.is_tiled and len(self.domain.data) != 2:
             raise VerifyException(f"{where}: a tiled kernel has a 2-D domain [xnumel, rnumel]")
+        self._verify_matmul_dims(where)
         self._verify_schedule(where)
         want = [v.type for v in self.inputs] + [r.type for r in self.outputs]
         if list(self.block.arg_types) != want:
@@ -294,19 +394,40 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
     kind = parser.parse_identifier()
     parser.parse_punctuation(",")
     index = parser.parse_identifier()
-    outer = False
-    numbers: dict[str, int | None] = {"max_rblock": None, "persistent_up_to": None}
+    outer = tf32 = approx_tanh = False
+    tile: list[int] | None = None
+    numbers: dict[str, int | None] = dict.fromkeys(("max_rblock", "persistent_up_to", "warps", "stages", "group_m"))
     while parser.parse_optional_punctuation(",") is not None:
         if parser.parse_optional_keyword("outer") is not None:
             outer = True
             continue
+        if parser.parse_optional_keyword("tf32") is not None:
+            tf32 = True
+            continue
+        if parser.parse_optional_keyword("approx_tanh") is not None:
+            approx_tanh = True
+            continue
+        if parser.parse_optional_keyword("tile") is not None:
+            parser.parse_punctuation("=")
+            tile = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False))
+            if len(tile) != 3:
+                parser.raise_error("a matmul's tile is [block_m, block_n, block_k]")
+            continue
         key = next((k for k in numbers if parser.parse_optional_keyword(k) is not None), None)
         if key is None:
-            parser.raise_error("expected outer, max_rblock or persistent_up_to")
+            parser.raise_error("expected outer, max_rblock, persistent_up_to, or a matmul's tile, warps, stages, group_m, "
+                               "tf32, approx_tanh")
         parser.parse_punctuation("=")
         numbers[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
     parser.parse_punctuation(")")
-    return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"])
+    matmul = (numbers["warps"], numbers["stages"], numbers["group_m"])
+    tiles = None
+    if tile is not None or any(v is not None for v in matmul) or tf32 or approx_tanh:
+        if tile is None or any(v is None for v in matmul):
+            parser.raise_error("a matmul schedule needs tile, warps, stages and group_m")
+        warps, stages, group_m = (int(v or 0) for v in matmul)
+        tiles = MatmulTiles(tile[0], tile[1], tile[2], warps, stages, group_m, tf32, approx_tanh)
+    return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"], tiles)
 
 
 # A load's operandSegmentSizes (buffer, offset, mask) by (has offset, has mask); attributes are immutable, so shared.

@@ -35,6 +35,7 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
+    "matmul-epilogues": ("fusec.passes.matmul_epilogues", "MatmulEpilogues"),
     "reduction-fusion": ("fusec.passes.reduction_fusion", "ReductionFusion"),
     "split-reductions": ("fusec.passes.split_reductions", "SplitReductions"),
     "combo-grouping": ("fusec.passes.combo_grouping", "ComboGrouping"),

@@ -1,4 +1,4 @@
-"""``libdevice`` for generated kernels, on the GPU and under Triton's interpreter.
+"""``libdevice`` (and ``tl.dot``'s operands) for generated kernels, on the GPU and under Triton's interpreter.
 
 Triton's interpreter cannot run ``triton.language.extra.libdevice`` (its extern
 calls raise), yet kernels need erf, tanh, log1p... with libdevice's accuracy on the
@@ -28,6 +28,23 @@ def libdevice_for_this_load():
     from triton.language.extra import libdevice
 
     return libdevice
+
+
+def dot_in_fp32_for_this_load() -> tl.constexpr:
+    """Whether a matmul kernel converts 16-bit operand tiles to fp32 before ``tl.dot``: only under the interpreter,
+    whose ``tl.dot`` multiplies bf16 tiles as their raw bits (numpy has no bf16)."""
+    return tl.constexpr(interpreting())
+
+
+@triton.jit
+def _tanh_approx_ptx(x):
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+def tanh_approx_for_this_load():
+    """fp32 tanh by the GPU's one-instruction approximation (``tanh.approx.f32``, relative error below 2**-10.9),
+    or numpy's exact tanh under the interpreter, which runs no PTX."""
+    return InterpreterLibdevice.tanh if interpreting() else _tanh_approx_ptx
 
 
 def _np(t):

@@ -56,6 +56,7 @@ from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
 from fusec.lowering.launching import LaunchSite, config_code, launch_config
+from fusec.passes.kernel_index import matmul_coordinates
 from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, kernel_name, symbol_bounds
 
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
@@ -94,9 +95,13 @@ class TritonKernel:
     # A looped kernel's persistent form and the rnumel up to which a call runs it (``persistent_up_to``).
     persistent_form: TritonKernel | None = None
     persistent_up_to: int | None = None
+    tiles: F.MatmulTiles | None = None  # a matmul's (its schedule's)
+    matmul_dims: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a matmul's [B, M, N]
 
     @property
     def constexprs(self) -> tuple[str, ...]:
+        if self.kind == "matmul":
+            return MATMUL_CONSTEXPRS
         return ("XBLOCK",) if self.kind == "pointwise" else ("XBLOCK", "RBLOCK")
 
     def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
@@ -130,6 +135,8 @@ class TritonKernel:
         return self._launch_lines(site, pointers)
 
     def _launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        if self.kind == "matmul":
+            return self._matmul_launch_lines(site, pointers)
         sizes = dict(self.size_args)
         reduction = "rnumel" in sizes
         xnumel, rnumel = sizes["xnumel"], sizes.get("rnumel", sympy.Integer(1))
@@ -152,6 +159,26 @@ class TritonKernel:
         args += [site.py(e) for name, e in self.size_args if name not in ("xnumel", "rnumel")]
         lines.append(site.launch(self.name, grid, warps, args, len(pointers), blocks))
         return lines
+
+
+    def _matmul_launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
+        """A program per [block_m, block_n] tile of each batch's product: literal sizes where static."""
+        assert self.tiles is not None and self.matmul_dims is not None
+        t = self.tiles
+        batch, m, n = self.matmul_dims
+        lines: list[str] = []
+        if not any(d.free_symbols for d in (batch, m, n)):
+            grid = str(int(batch) * shapes.ceil_div(int(m), t.block_m) * shapes.ceil_div(int(n), t.block_n))
+        else:
+            tiles = f"(({site.py(m)} + {t.block_m - 1}) // {t.block_m}) * (({site.py(n)} + {t.block_n - 1}) // {t.block_n})"
+            grid = tiles if batch == 1 else f"{site.py(batch)} * {tiles}"
+        args = list(pointers) + [site.py(e) if e.free_symbols else str(int(e)) for _, e in self.size_args]
+        blocks = [("BLOCK_M", str(t.block_m)), ("BLOCK_N", str(t.block_n)), ("BLOCK_K", str(t.block_k)), ("GROUP_M", str(t.group_m))]
+        lines.append(site.launch(self.name, grid, str(t.warps), args, len(pointers), blocks))
+        return lines
+
+
+MATMUL_CONSTEXPRS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
 
 
 class LoweringError(ValueError):
@@ -231,6 +258,8 @@ def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None
     for correctness: nothing in the source is sized from a hint.
     """
     schedule, name = kernel_schedule(kernel, size_hints, bounds, options)
+    if schedule.kind == "matmul":
+        return _MatmulWriter(kernel, schedule, name).lower()
     lowered = _KernelWriter(kernel, schedule, name).lower()
     if schedule.persistent_up_to is None:
         return lowered
@@ -629,3 +658,169 @@ def _body_symbols(kernel: F.KernelOp) -> set[str]:
     exprs = [op.index.data for op in kernel.block.ops if isinstance(op, (F.LoadOp, F.StoreOp))]
     exprs += [op.expr.data for op in kernel.block.ops if isinstance(op, F.SymbolicOp)]
     return shapes.free_size_symbols(exprs)
+
+
+class _MatmulWriter(_KernelWriter):
+    """A matmul kernel (``fusec.kernel ... matmul [B, M, N]``, a ``matmul`` schedule): a program per tile of the
+    product, its k-loop ``tl.dot`` on tiles of A and B, then the epilogue on the [BLOCK_M, BLOCK_N] accumulator.
+
+    Every index is rewritten over the product's coordinates (``matmul_coordinates``: x = (b*M + m)*N + n), so A's
+    loads read (b, m, r), B's (b, r, n) and the epilogue's (b, m, n): a bias is read at ``n``, not at
+    ``x % N``.  Epilogue values are full tiles; the operand rows and columns wrap (``% M``, ``% N``) instead of
+    being masked, as Triton's tutorial matmul does, so only a ragged k needs a mask in the loop."""
+
+    def __init__(self, kernel: F.KernelOp, schedule: F.KernelSchedule, name: str):
+        super().__init__(kernel, schedule, name)
+        assert schedule.tiles is not None and kernel.matmul_dims is not None
+        self.tiles = schedule.tiles
+        self.dims = kernel.matmul_dims
+        self.k = kernel.domain_exprs[1]
+        self.reduction = False  # the epilogue is pointwise over the tile
+        sizes = {s: "$" + p for s, p in self.params.items()}
+        self.names = {"mm_b": "$mm_b", "mm_m": "$mm_m", "mm_n": "$mm_n", **sizes}
+        self.size_names = sizes
+        self.dot, self.dot_ops = self._find_dot()
+
+    def where(self, op) -> str:
+        return f"fusec.kernel @{self.kernel.sym_name.data} (matmul): {op.name}"
+
+    def shape(self, has_x: bool, has_r: bool) -> str:
+        return "[$BLOCK_M, $BLOCK_N]"
+
+    def mask(self, has_x: bool, has_r: bool, extra: SSAValue | None) -> str | None:
+        return "$xmask" if extra is None else f"$xmask & {self.values[extra].name}"
+
+    def coordinates(self, e: sympy.Expr) -> sympy.Expr:
+        return matmul_coordinates(e, self.dims, self.k)
+
+    def index(self, e: sympy.Expr) -> tuple[str, bool, bool]:
+        e = self.coordinates(e)
+        if "r" in {s.name for s in e.free_symbols}:
+            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: an epilogue index uses r: {shapes.print_expr(e)}")
+        return triton_expr(e, self.names), False, False
+
+    def _find_dot(self) -> tuple[F.ReduceROp, dict]:
+        """The ``reduce_r "sum"`` of a product of an A load and a B load (each maybe converted to f32), and those ops."""
+        reduce = [op for op in self.kernel.block.ops if isinstance(op, F.ReduceROp)]
+        bad = LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: a matmul kernel reduces one product of an A "
+                            "load and a B load, in f32")
+        if len(reduce) != 1 or reduce[0].kind.data != "sum" or F.dtype_name(reduce[0].result.type) != "float32":
+            raise bad
+        mul = reduce[0].input.owner
+        if not (isinstance(mul, F.PointwiseOp) and mul.fn.data == "mul" and len(mul.inputs) == 2):
+            raise bad
+        loads: list[F.LoadOp] = []
+        ops: dict[Operation, str] = {reduce[0]: "reduce", mul: "mul"}
+        for v in mul.inputs:
+            op = v.owner
+            if isinstance(op, F.PointwiseOp) and op.fn.data == "convert" and F.dtype_name(op.result.type) == "float32":
+                ops[op] = "convert"
+                op = op.inputs[0].owner
+            if not (isinstance(op, F.LoadOp) and op.offset is None and op.mask is None):
+                raise bad
+            loads.append(op)
+        sides = []
+        for load in loads:
+            names = {s.name for s in self.coordinates(load.index.data).free_symbols}
+            sides.append("a" if "mm_n" not in names else "b" if "mm_m" not in names else None)
+        if sorted(map(str, sides)) != ["a", "b"]:
+            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's loads must read A at (b, m, r) "
+                                "and B at (b, r, n)")
+        for load, side in zip(loads, sides, strict=True):
+            ops[load] = "a" if side == "a" else "b"
+        others = [op for op in self.kernel.block.ops if op not in ops and "r" in {
+            s.name for p in op.properties.values() if isinstance(p, F.ExprAttr) for s in p.data.free_symbols}]
+        if others:
+            raise LoweringError(f"{self.where(others[0])}: only the matmul's own loads may read along r")
+        if any(u.operation not in ops for op in ops if op is not reduce[0] for r in op.results for u in r.uses):
+            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's operands feed only its product")
+        return reduce[0], ops
+
+    def stmt(self, op: Operation) -> _Stmt:
+        if op is self.dot:
+            return self.main_loop()
+        if op in self.dot_ops:
+            return _Stmt(op)
+        if self.tiles.approx_tanh and isinstance(op, F.PointwiseOp) and op.fn.data == "tanh" \
+                and F.dtype_name(op.result.type) in ("float32", "bfloat16", "float16"):
+            v = self.values[op.inputs[0]]
+            name = self.fresh()
+            value = _Value(name, "float32", True, False)
+            return self.define(op, value, [f"{name} = tanh_approx({ops.convert(v.name, v.dtype, 'float32')})"], tuple(op.inputs))
+        return super().stmt(op)
+
+    def operand(self, side: str) -> tuple[str, str]:
+        """(the load of one k step's tile of A or B, its element dtype)."""
+        load = next(op for op, s in self.dot_ops.items() if s == side)
+        assert isinstance(load, F.LoadOp)
+        k_name = "$k_row" if side == "a" else "$k_col"
+        names = {**self.size_names, "mm_b": "$mm_b", "mm_m": "$a_rows", "mm_n": "$b_cols", "r": k_name}
+        index = triton_expr(self.coordinates(load.index.data), names)
+        mask = "" if self.even_k else f", mask={k_name} < $rnumel, other=0.0"
+        return f"tl.load({self.buffers[load.buffer]} + ({index}){mask})", F.dtype_name(load.result.type)
+
+    @property
+    def even_k(self) -> bool:
+        return not self.k.free_symbols and int(self.k) % self.tiles.block_k == 0
+
+    def main_loop(self) -> _Stmt:
+        t = self.tiles
+        a, a_dtype = self.operand("a")
+        b, _ = self.operand("b")
+        precision = "" if a_dtype != "float32" else ', input_precision="tf32"' if t.tf32 else ', input_precision="ieee"'
+        lines = ["$acc = tl.full([$BLOCK_M, $BLOCK_N], 0.0, tl.float32)",
+                 f"for $k0 in tl.range(0, $rnumel, $BLOCK_K, num_stages={t.stages}):",
+                 "    $k_row = $k0 + tl.arange(0, $BLOCK_K)[None, :]",
+                 "    $k_col = $k0 + tl.arange(0, $BLOCK_K)[:, None]",
+                 f"    $a_tile = {a}",
+                 f"    $b_tile = {b}"]
+        if a_dtype != "float32":
+            lines += ["    if DOT_IN_FP32:", "        $a_tile = $a_tile.to(tl.float32)", "        $b_tile = $b_tile.to(tl.float32)"]
+        lines.append(f"    $acc = tl.dot($a_tile, $b_tile, $acc{precision})")
+        self.values[self.dot.result] = _Value("$acc", "float32", True, False)
+        return _Stmt(self.dot, lines)
+
+    def _prologue(self, sizes: list[str]) -> list[str]:
+        batch, m, n = self.dims
+        wide = ".to(tl.int64)" if self.index64 else ""
+        m_arg, n_arg = "$mnumel", "$nnumel"
+        body = [f"${s} = tl.cast(${s}, tl.int64)" for s in sizes] if self.index64 else []
+        body += [f"$pid = $program_id{wide}",
+                 f"$tiles_m = ({m_arg} + $BLOCK_M - 1) // $BLOCK_M",
+                 f"$tiles_n = ({n_arg} + $BLOCK_N - 1) // $BLOCK_N"]
+        if batch != 1:
+            body += ["$mm_b = $pid // ($tiles_m * $tiles_n)", "$pid = $pid % ($tiles_m * $tiles_n)"]
+        # Tiles in groups of GROUP_M rows, column by column: a group's programs share B's column tiles in L2.
+        body += ["$group = $GROUP_M * $tiles_n",
+                 "$first_m = ($pid // $group) * $GROUP_M",
+                 "$group_m = tl.minimum($tiles_m - $first_m, $GROUP_M)",
+                 "$tile_m = $first_m + ($pid % $group) % $group_m",
+                 "$tile_n = ($pid % $group) // $group_m",
+                 "$mm_m = $tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)[:, None]",
+                 "$mm_n = $tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)[None, :]",
+                 f"$a_rows = (($tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)) % {m_arg})[:, None]",
+                 f"$b_cols = (($tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)) % {n_arg})[None, :]",
+                 f"$xmask = ($mm_m < {m_arg}) & ($mm_n < {n_arg})"]
+        return ["    " + line for line in body]
+
+    def lower(self) -> TritonKernel:
+        stmts = [self.stmt(op) for op in self.kernel.block.ops]
+        sizes = ["xnumel", "rnumel", "mnumel", "nnumel"] + [self.params[s] for s in self.symbols]
+        statements = self._prologue(sizes) + ["    " + line for st in stmts for line in st.lines]
+        body = KernelBody(tuple(self.pointers), tuple(sizes), MATMUL_CONSTEXPRS, tuple(sizes) if self.index64 else (),
+                          tuple(statements))
+        source = self._module(body.function(self.name))
+        batch, m, n = self.dims
+        size_args = [("xnumel", self.kernel.domain_exprs[0]), ("rnumel", self.k), ("mnumel", m), ("nnumel", n)]
+        size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
+        return TritonKernel(self.name, source, "matmul", len(self.kernel.inputs), len(self.kernel.outputs),
+                            tuple(size_args), False, self.schedule.index, DEFAULT_MAX_RBLOCK, body,
+                            tiles=self.tiles, matmul_dims=(batch, m, n))
+
+    def _module(self, text: str) -> str:
+        t = self.tiles
+        dims = ", ".join(shapes.print_expr(d) for d in (*self.dims, self.k))
+        what = (f"matmul [B, M, N, K] = [{dims}] and its epilogue, [{t.block_m}, {t.block_n}] tiles, k by {t.block_k}, "
+                f"{t.warps} warps, {t.stages} stages")
+        index = "int64" if self.index64 else "int32"
+        return ops.module_source(f"fusec kernel {self.name}: {what}, {index} indexing", text)

@@ -298,6 +298,12 @@ def module_source(comment: str, kernel_text: str) -> str:
     if "libdevice." in kernel_text:
         head += ["", "from fusec.lowering.triton_compat import libdevice_for_this_load", "",
                  "libdevice = libdevice_for_this_load()  # Triton's libdevice, or numpy under the interpreter"]
+    if "tanh_approx(" in kernel_text:
+        head += ["", "from fusec.lowering.triton_compat import tanh_approx_for_this_load", "",
+                 "tanh_approx = tanh_approx_for_this_load()  # tanh.approx.f32, or numpy under the interpreter"]
+    if "DOT_IN_FP32" in kernel_text:
+        head += ["", "from fusec.lowering.triton_compat import dot_in_fp32_for_this_load", "",
+                 "DOT_IN_FP32 = dot_in_fp32_for_this_load()  # the interpreter's tl.dot takes no 16-bit floats"]
     used = kernel_text
     for _ in HELPERS:  # a helper may call another (_pow_int calls _pow_uint)
         helpers = [HELPERS[h] for h in HELPERS if re.search(rf"\b{h}\b", used)]

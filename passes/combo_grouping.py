@@ -123,7 +123,8 @@ class _GraphGrouper:
     def run(self, combo_count: int) -> int:
         groups: list[Node] = []
         attempts: dict[F.KernelOp, list[tuple[Node, Refusal]]] = {}
-        kernels = [n for n in self.schedule.nodes if isinstance(n.ops[0], F.KernelOp)]
+        # A matmul kernel's programs are tiles of its product, launched with its own warps: it runs alone.
+        kernels = [n for n in self.schedule.nodes if isinstance(n.ops[0], F.KernelOp) and not n.ops[0].is_matmul]
         for node in kernels:
             kernel = node.ops[0]
             assert isinstance(kernel, F.KernelOp)

@@ -19,6 +19,17 @@ from fusec.base import indexing, shapes
 from fusec.base.shapes import FloorDiv
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
+# A matmul kernel's product coordinates (``fusec.kernel ... matmul [B, M, N]``): x = (b*M + m)*N + n.
+MATMUL_B, MATMUL_M, MATMUL_N = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("mm_b", "mm_m", "mm_n"))
+
+
+def matmul_coordinates(e: sympy.Expr, dims: Sequence[sympy.Expr], k: sympy.Expr) -> sympy.Expr:
+    """An index over a matmul kernel's x and r, over the product's coordinates (b, m, n) and r instead: simplified
+    under 0 <= b < B, 0 <= m < M, 0 <= n < N, 0 <= r < K, A's index then uses no n and B's no m."""
+    batch, m, n = dims
+    x = (MATMUL_B * m + MATMUL_M) * n + MATMUL_N if batch != 1 else MATMUL_M * n + MATMUL_N
+    upper = {MATMUL_M: m, MATMUL_N: n, R: k} | ({MATMUL_B: batch} if batch != 1 else {})
+    return indexing.simplify(sympy.sympify(e).xreplace({X: x}), upper)
 
 
 def domain_upper(domain: Sequence[sympy.Expr]) -> dict[sympy.Symbol, sympy.Expr]:

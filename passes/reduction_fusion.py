@@ -174,12 +174,14 @@ class ReductionFuser:
         self.made: set[F.KernelOp] = set()  # merged kernels this pass installed
 
     def run(self) -> None:
-        work = Worklist(self.graph, [k for k in self.graph.kernels() if k.is_reduction])
+        # A matmul kernel keeps the one epilogue matmul-epilogues gave it: its body is a tl.dot and what follows.
+        work = Worklist(self.graph, [k for k in self.graph.kernels() if k.is_reduction and not k.is_matmul])
         while (k := work.pop()) is not None:
             merged = self._merge_one(k)
             if merged is not None:  # reductions feeding the merged kernel have a new reader
                 self.made.add(merged)
-                work.add(merged, *[p for p in self.graph.producers(merged) if isinstance(p, F.KernelOp) and p.is_reduction])
+                work.add(merged, *[p for p in self.graph.producers(merged)
+                                   if isinstance(p, F.KernelOp) and p.is_reduction and not p.is_matmul])
         # Reductions feeding externs are this pass's boundaries; a kernel it made reports its extern inputs anew.
         kernels = self.graph.kernels()
         self.declines.record_extern_boundaries(self.graph, [k for k in kernels if k in self.made],
@@ -218,6 +220,8 @@ class ReductionFuser:
         return None
 
     def _try(self, k: F.KernelOp, other: F.KernelOp, is_epilogue: bool) -> F.KernelOp | None:
+        if other.is_matmul:
+            return None
         mapping = epilogue_mapping(k, other) if is_epilogue else sibling_mapping(k, other)
         first, second = sorted([k, other], key=self.graph.pos.__getitem__)
         if not isinstance(mapping, tuple) and self.graph.reaches(first, second):

@@ -421,7 +421,8 @@ class SplitReduction(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: F.KernelOp, rewriter: PatternRewriter, /) -> None:
-        if op in self.decided or not isinstance(op.parent_op(), F.GraphOp) or not op.is_reduction or op.is_tiled:
+        if op in self.decided or not isinstance(op.parent_op(), F.GraphOp) or not op.is_reduction or op.is_tiled \
+                or op.is_matmul:
             return
         if not any(isinstance(o, F.ReduceROp) for o in op.block.ops):
             return

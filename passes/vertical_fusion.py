@@ -123,6 +123,8 @@ def _shifts_with_x(p: F.KernelOp) -> bool:
 
 def legality(p: F.KernelOp, c: F.KernelOp) -> Decline | None:
     """Whether inlining P into C keeps the results: plain loads, and no integer division on masked-off lanes."""
+    if c.is_matmul:
+        return "matmul-consumer", f"{describe(c)} is a matmul kernel, whose operands are loaded as tiles for tl.dot"
     problem = producer_problem(p)
     if problem:
         return problem

@@ -80,4 +80,84 @@ fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: expected outer, max_rblock or persistent_up_to
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: expected outer, max_rblock, persistent_up_to, or a matmul's tile
+
+// -----
+
+// A matmul schedule on a kernel that is not a matmul kernel.
+fusec.graph @g(%a : !fusec.tensor<[32, 16], f32>, %b : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  %k = fusec.kernel @k [1024, 16] schedule(matmul, int32, tile = [32, 32, 16], warps = 4, stages = 2, group_m = 8) (%a, %b) : (!fusec.tensor<[32, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  ^bb0(%a0 : !fusec.tensor<[32, 16], f32>, %b0 : !fusec.tensor<[16, 32], f32>, %out : !fusec.tensor<[32, 32], f32>):
+    %a1 = fusec.load %a0[r + 16*floordiv(x, 32)] : !fusec.tensor<[32, 16], f32>
+    %b1 = fusec.load %b0[32*r + mod(x, 32)] : !fusec.tensor<[16, 32], f32>
+    %p = fusec.pointwise "mul" %a1, %b1 : (f32, f32) -> f32
+    %s = fusec.reduce_r "sum" %p : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[32, 32], f32>
+  }
+  fusec.output %k : !fusec.tensor<[32, 32], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: the matmul schedule is for, and only for, a matmul kernel
+
+// -----
+
+// A matmul kernel with a reduction's schedule.
+fusec.graph @g(%a : !fusec.tensor<[32, 16], f32>, %b : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  %k = fusec.kernel @k [1024, 16] matmul [1, 32, 32] schedule(persistent, int32) (%a, %b) : (!fusec.tensor<[32, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  ^bb0(%a0 : !fusec.tensor<[32, 16], f32>, %b0 : !fusec.tensor<[16, 32], f32>, %out : !fusec.tensor<[32, 32], f32>):
+    %a1 = fusec.load %a0[r + 16*floordiv(x, 32)] : !fusec.tensor<[32, 16], f32>
+    %b1 = fusec.load %b0[32*r + mod(x, 32)] : !fusec.tensor<[16, 32], f32>
+    %p = fusec.pointwise "mul" %a1, %b1 : (f32, f32) -> f32
+    %s = fusec.reduce_r "sum" %p : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[32, 32], f32>
+  }
+  fusec.output %k : !fusec.tensor<[32, 32], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: the matmul schedule is for, and only for, a matmul kernel
+
+// -----
+
+// A tile tl.dot cannot take.
+fusec.graph @g(%a : !fusec.tensor<[32, 16], f32>, %b : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  %k = fusec.kernel @k [1024, 16] matmul [1, 32, 32] schedule(matmul, int32, tile = [32, 8, 16], warps = 4, stages = 2, group_m = 8) (%a, %b) : (!fusec.tensor<[32, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  ^bb0(%a0 : !fusec.tensor<[32, 16], f32>, %b0 : !fusec.tensor<[16, 32], f32>, %out : !fusec.tensor<[32, 32], f32>):
+    %a1 = fusec.load %a0[r + 16*floordiv(x, 32)] : !fusec.tensor<[32, 16], f32>
+    %b1 = fusec.load %b0[32*r + mod(x, 32)] : !fusec.tensor<[16, 32], f32>
+    %p = fusec.pointwise "mul" %a1, %b1 : (f32, f32) -> f32
+    %s = fusec.reduce_r "sum" %p : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[32, 32], f32>
+  }
+  fusec.output %k : !fusec.tensor<[32, 32], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: a matmul's tile sizes must be powers of 2 of at least 16 (tl.dot)
+
+// -----
+
+// A matmul's sizes that do not multiply to its x.
+fusec.graph @g(%a : !fusec.tensor<[32, 16], f32>, %b : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  %k = fusec.kernel @k [1024, 16] matmul [1, 32, 16] (%a, %b) : (!fusec.tensor<[32, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  ^bb0(%a0 : !fusec.tensor<[32, 16], f32>, %b0 : !fusec.tensor<[16, 32], f32>, %out : !fusec.tensor<[32, 32], f32>):
+    %a1 = fusec.load %a0[r + 16*floordiv(x, 32)] : !fusec.tensor<[32, 16], f32>
+    %b1 = fusec.load %b0[32*r + mod(x, 32)] : !fusec.tensor<[16, 32], f32>
+    %p = fusec.pointwise "mul" %a1, %b1 : (f32, f32) -> f32
+    %s = fusec.reduce_r "sum" %p : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[32, 32], f32>
+  }
+  fusec.output %k : !fusec.tensor<[32, 32], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: a matmul kernel's xnumel must be B*M*N of its matmul [B, M, N]
+
+// -----
+
+// Tiles without warps.
+fusec.graph @g(%a : !fusec.tensor<[32, 16], f32>, %b : !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  %k = fusec.kernel @k [1024, 16] matmul [1, 32, 32] schedule(matmul, int32, tile = [32, 32, 16]) (%a, %b) : (!fusec.tensor<[32, 16], f32>, !fusec.tensor<[16, 32], f32>) -> (!fusec.tensor<[32, 32], f32>) {
+  ^bb0(%a0 : !fusec.tensor<[32, 16], f32>, %b0 : !fusec.tensor<[16, 32], f32>, %out : !fusec.tensor<[32, 32], f32>):
+    %a1 = fusec.load %a0[r + 16*floordiv(x, 32)] : !fusec.tensor<[32, 16], f32>
+    %b1 = fusec.load %b0[32*r + mod(x, 32)] : !fusec.tensor<[16, 32], f32>
+    %p = fusec.pointwise "mul" %a1, %b1 : (f32, f32) -> f32
+    %s = fusec.reduce_r "sum" %p : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[32, 32], f32>
+  }
+  fusec.output %k : !fusec.tensor<[32, 32], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: a matmul schedule needs tile, warps, stages and group_m

@@ -1,0 +1,305 @@
+"""matmul-epilogues: a matmul and the pointwise kernel that reads its product run as one kernel.
+
+In:  a graph after ``vertical-fusion``: a ``fusec.extern "aten.mm.default"`` (or ``aten.bmm.default``) whose
+     product one pointwise kernel reads element by element (a bias, an activation, a residual, a cast).
+Out: a matmul kernel ``fusec.kernel @k [B*M*N, K] matmul [B, M, N]`` that computes the product as the
+     reduction it is (``sum over r`` of A at (b, m, r) times B at (b, r, n), in fp32) and runs the pointwise
+     kernel's body on it as its epilogue: the product is never written to memory and read back (for a
+     [8192, 4096] bf16 product, 128 MiB of traffic) and the epilogue's launch is gone.  Where something else
+     reads the product too (the pre-activation a backward saves), the kernel stores it as well.  The lowering
+     runs the reduction as ``tl.dot`` over tiles that ``schedule-kernels`` chooses and records.
+
+The cost rule (``cost-rule``, on by default) compares the Triton main loop with cuBLAS: the fused kernel
+must save more memory time than its main loop loses, taking that main loop to run at ``efficiency`` of
+cuBLAS's speed in whole waves of [128, 128] tiles (``GPU``'s matmul rate, sizes at ``size-hints`` where
+symbolic; 0.83 measured: 117 us against cuBLAS's 97.7 for 8192x1024 @ 1024x4096 in bf16 on an H200).  A
+long-K product with a small output (a down projection) saves little and stays cuBLAS.  An epilogue that
+calls libdevice's exact routines (erf, an exact tanh: ``SLOW_FUNCTIONS``) stays a kernel of its own, where
+memory traffic hides them; a tanh whose kernel stores only 16-bit floats runs as ``tanh.approx.f32``
+(``approx_tanh``) and fuses.  fp32 matmuls at
+``float32_matmul_precision`` 'highest' (torch's default: exact fp32, no TF32) stay cuBLAS: its SGEMM is the
+yardstick there.
+
+Declines (remarks): ``no-epilogue`` (no kernel reads the product), ``several-epilogues`` (more than one
+does), ``not-elementwise`` (the kernel reads the product other than element for element, or under a mask
+or an offset), ``main-loop-cost``, ``epilogue-cost``, ``fp32-exact``, ``limit`` (``max-ops``/``max-inputs``),
+``dependence-cycle`` (the kernel also reads the product through another op), ``unsupported-matmul`` (an
+element type or layout the lowering does not take); ``epilogues-skipped`` once per graph not marked as running on an accelerator (``when``).
+
+Options:
+  when: ``accelerator`` (graphs marked as running on one), ``always`` (any graph: tests on the CPU run the
+      kernels in Triton's interpreter), ``never``.
+  cost-rule: false fuses every legal epilogue, whatever the estimate says.
+  efficiency: the Triton main loop's speed as a fraction of cuBLAS's, for the cost rule.
+  size-hints: SYMBOL=INTEGER, the sizes the cost rule assumes for symbolic dims.
+  max-ops, max-inputs: the matmul kernel's body ops and input buffers at most (a limit remark past them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+
+from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_size_hints
+from fusec.base import dtypes, remarks, shapes
+from fusec.base.remarks import describe
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import ExprAttr, TensorType, tensor_type_of
+from fusec.passes.kernel_builder import KernelBuilder
+from fusec.passes.kernel_index import R, X, equal, same_index, simplify_in_domain
+from fusec.passes.kernel_merge import Graph, discard, limit_problem, loads_of
+from fusec.passes.pad_matmuls import MATMULS, WHEN, graph_device
+from fusec.passes.reduction_fusion import join
+
+PASS = "matmul-epilogues"
+FLOATS = (F.BF16, F.F16, F.F32)
+_GPU = GPU()
+# Functions the lowering computes through libdevice's exact routines: tens of instructions an element, run after
+# the main loop while the tensor cores idle (an exact tanh epilogue: 197 us against 121 for a bias alone,
+# 8192x1024x4096 bf16 on an H200).  tanh is exempt where every float stored is 16-bit (``approx_tanh``).
+SLOW_FUNCTIONS = frozenset({"tanh", "erf", "erfc", "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                            "pow", "atan2"})
+
+
+@dataclass(frozen=True)
+class MatmulEpilogues(ModulePass):
+    """A matmul whose product one pointwise kernel reads element by element becomes one kernel with it."""
+
+    name = PASS
+
+    when: str = "accelerator"
+    cost_rule: bool = True
+    efficiency: float = 0.83
+    size_hints: tuple[str, ...] = ()
+    max_ops: int = 128
+    max_inputs: int = 16
+
+    def __post_init__(self) -> None:
+        parse_size_hints(self.size_hints)
+        if self.when not in WHEN:
+            raise ValueError(f"when must be one of {', '.join(WHEN)}, got {self.when!r}")
+        if not 0 < self.efficiency <= 2:
+            raise ValueError(f"efficiency must be in (0, 2], got {self.efficiency}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.when == "never":
+            return
+        for graph_op in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
+            matmuls = [x for x in graph_op.block.ops if isinstance(x, F.ExternOp) and x.target.data in MATMULS]
+            if not matmuls:
+                continue
+            if self.when == "accelerator" and graph_device(graph_op) in (None, "cpu"):
+                remarks.emit(PASS, "epilogues-skipped", "matmuls stay library calls: the IR marks no accelerator for "
+                             "this graph (when=always fuses anyway)", graph_op)
+                continue
+            fuser = _Fuser(self, graph_op, Graph(graph_op.block))
+            for extern in matmuls:
+                fuser.fuse(extern)
+
+
+@dataclass
+class _Matmul:
+    """An mm / bmm extern's operands and sizes: product [B, M, N] = A [B, M, K] @ B [B, K, N] (B = 1 for mm)."""
+
+    a: SSAValue
+    b: SSAValue
+    product: SSAValue
+    dims: tuple[sympy.Expr, sympy.Expr, sympy.Expr, sympy.Expr]  # B, M, N, K
+
+    @property
+    def product_type(self) -> TensorType:
+        t = self.product.type
+        assert isinstance(t, TensorType)
+        return t
+
+    @property
+    def domain(self) -> list[sympy.Expr]:
+        batch, m, n, k = self.dims
+        return [batch * m * n, k]
+
+
+def _matmul(extern: F.ExternOp) -> _Matmul | str:
+    """The matmul an extern computes, or why the lowering cannot take it."""
+    if len(extern.inputs) != 2 or len(extern.outputs) != 1:
+        return "not two operands and one result"
+    a, b = extern.inputs
+    p = extern.outputs[0]
+    ta, tb, tp = a.type, b.type, p.type
+    if not all(isinstance(t, TensorType) for t in (ta, tb, tp)):
+        return "operands that are not tensors"
+    assert isinstance(ta, TensorType) and isinstance(tb, TensorType) and isinstance(tp, TensorType)
+    if tp.element_type not in FLOATS or ta.element_type != tp.element_type or tb.element_type != tp.element_type:
+        return f"element types {ta.element_type}, {tb.element_type} -> {tp.element_type} (bf16, f16 or f32 throughout)"
+    if not tp.is_contiguous:
+        return "a product that is not contiguous"
+    if extern.target.data == "aten.mm.default" and ta.rank == tb.rank == tp.rank == 2:
+        return _Matmul(a, b, p, (sympy.Integer(1), tp.dims[0], tp.dims[1], ta.dims[1]))
+    if extern.target.data == "aten.bmm.default" and ta.rank == tb.rank == tp.rank == 3:
+        return _Matmul(a, b, p, (tp.dims[0], tp.dims[1], tp.dims[2], ta.dims[2]))
+    return f"ranks {ta.rank}, {tb.rank} -> {tp.rank}"
+
+
+def matmul_kernel(mm: _Matmul, name: str) -> F.KernelOp:
+    """The product as a reduction kernel over [B*M*N, K]: fp32 products of A's and B's elements summed over r, then
+    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads)."""
+    batch, m, n, k = mm.dims
+    kb = KernelBuilder({X: batch * m * n, R: k})
+    b_of_x = shapes.FloorDiv(X, m * n) if batch != 1 else sympy.Integer(0)
+    m_of_x = sympy.Mod(shapes.FloorDiv(X, n), m) if batch != 1 else shapes.FloorDiv(X, n)
+    n_of_x = sympy.Mod(X, n)
+    lead = [b_of_x] if batch != 1 else []
+    a = kb.element(mm.a, [*lead, m_of_x, R])
+    b = kb.element(mm.b, [*lead, R, n_of_x])
+    et = mm.product_type.element_type
+    if et != F.F32:
+        a, b = kb.add(F.PointwiseOp("convert", [a], F.F32)), kb.add(F.PointwiseOp("convert", [b], F.F32))
+    total = kb.add(F.ReduceROp("sum", kb.add(F.PointwiseOp("mul", [a, b], F.F32)), F.F32))
+    value = total if et == F.F32 else kb.add(F.PointwiseOp("convert", [total], et))
+    kb.store(value, mm.product_type, X)
+    kernel = kb.finish(name, mm.domain)
+    kernel.properties["matmul"] = _exprs([batch, m, n])
+    return kernel
+
+
+def _exprs(values) -> ArrayAttr:
+    return ArrayAttr([ExprAttr.of(v) for v in values])
+
+
+@dataclass
+class _Fuser:
+    options: MatmulEpilogues
+    graph_op: F.GraphOp
+    graph: Graph
+
+    def __post_init__(self) -> None:
+        self.hints: SizeHints = resolve_size_hints(self.graph_op, parse_size_hints(self.options.size_hints))
+        self.exact_fp32 = self.graph_op.mark(F.FLOAT32_MATMUL_PRECISION_MARK) == "highest"
+
+    def decline(self, code: str, message: str, *subjects) -> None:
+        remarks.emit(PASS, code, message, *subjects)
+
+    def fuse(self, extern: F.ExternOp) -> None:
+        what = extern.target.data
+        mm = _matmul(extern)
+        if isinstance(mm, str):
+            self.decline("unsupported-matmul", f"{what}: {mm}", extern)
+            return
+        readers = self.graph.readers(mm.product)
+        kernels = sorted((u for u in readers if isinstance(u, F.KernelOp)), key=self.graph.pos.__getitem__)
+        if not kernels:
+            self.decline("no-epilogue", f"{what}: no kernel reads its product (only {_readers(readers)})", extern)
+            return
+        if len(kernels) > 1:
+            self.decline("several-epilogues", f"{what}: {len(kernels)} kernels read its product "
+                         f"({', '.join(describe(k) for k in kernels)})", extern, *kernels)
+            return
+        epilogue = kernels[0]
+        problem = self._elementwise(mm, epilogue)
+        if problem is not None:
+            self.decline("not-elementwise", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
+            return
+        if self.graph.reaches(extern, epilogue):
+            self.decline("dependence-cycle", f"{describe(epilogue)} also reads {what}'s product through another op",
+                         extern, epilogue)
+            return
+        others = [u for u in readers if u is not epilogue]
+        if self.options.cost_rule and (slow := _slow_functions(epilogue, mm)):
+            self.decline("epilogue-cost", f"{what} -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
+                         "(libdevice) after the main loop, where a kernel of its own hides it under memory traffic",
+                         extern, epilogue)
+            return
+        if self.options.cost_rule:
+            refusal = self._cost_refusal(mm, stored_too=bool(others))
+            if refusal is not None:
+                self.decline(*refusal, extern, epilogue)
+                return
+        self._merge(extern, mm, epilogue, others)
+
+    def _elementwise(self, mm: _Matmul, epilogue: F.KernelOp) -> str | None:
+        """Why ``epilogue`` does not read the product element for element over its own [B*M*N] domain, or None."""
+        if epilogue.is_reduction or epilogue.is_matmul or not isinstance(epilogue.parent_op(), F.GraphOp):
+            return "it is not a pointwise kernel over a 1-D domain"
+        numel = mm.domain[0]
+        if not equal(epilogue.domain_exprs[0], numel):
+            return f"its domain [{shapes.print_expr(epilogue.domain_exprs[0])}] is not the product's {shapes.print_expr(numel)} elements"
+        for load, _ in loads_of(epilogue, [mm.product]):
+            if load.offset is not None or load.mask is not None:
+                return "it reads the product at a run-time offset or under a mask"
+            if not same_index(simplify_in_domain(load.index.data, epilogue.domain_exprs), X):
+                return f"it reads the product at [{shapes.print_expr(load.index.data)}], not at [x]"
+        return None
+
+    def _cost_refusal(self, mm: _Matmul, stored_too: bool) -> tuple[str, str] | None:
+        et = mm.product_type.element_type
+        if et == F.F32 and self.exact_fp32:
+            return "fp32-exact", ("an fp32 matmul at float32_matmul_precision 'highest' (exact fp32, no TF32) stays "
+                                  "cuBLAS's SGEMM")
+        batch, m, n, k = (self.hints(d) for d in mm.dims)
+        size = dtypes.of_ir(et).bytes
+        flops = 2.0 * batch * m * n * k
+        cublas_us = flops / (_GPU.matmul_ops_per_us * 2 / size)
+        tiles = batch * math.ceil(m / 128) * math.ceil(n / 128)
+        lost_us = cublas_us * _occupancy_penalty(tiles) / self.options.efficiency - cublas_us
+        traffic = batch * m * n * size * (1 if stored_too else 2)  # the product's write (unless kept) and read-back
+        saved_us = traffic / _GPU.bandwidth_bytes_per_us + _GPU.launch_overhead_us
+        if lost_us >= saved_us:
+            return "main-loop-cost", (f"[{batch}x{m}x{n}, K={k}]: the Triton main loop at {self.options.efficiency:.0%} "
+                                      f"of cuBLAS in {tiles} tiles would lose {lost_us:.1f} us of {cublas_us:.1f}, "
+                                      f"fusing saves {saved_us:.1f} us")
+        return None
+
+    def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list) -> None:
+        what = extern.target.data
+        kernel = matmul_kernel(mm, "fusec_mm")
+        self.graph.block.insert_op_before(kernel, extern)
+        self.graph._pos = None
+        mm.product.replace_all_uses_with(kernel.outputs[0])
+        merged, replaced = join(kernel, epilogue, {}, self.graph)
+        problem = limit_problem(merged, self.options.max_ops, self.options.max_inputs)
+        if problem is not None:  # the product goes back to cuBLAS
+            discard(merged)
+            kernel.outputs[0].replace_all_uses_with(mm.product)
+            self.graph.block.erase_op(kernel)
+            self.graph._pos = None
+            self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
+            return
+        merged.properties["matmul"] = kernel.properties["matmul"]
+        merged.properties["sym_name"] = StringAttr("fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"))
+        self.graph.install(merged, replaced, [epilogue, kernel], anchor=epilogue)
+        self.graph.block.erase_op(extern)
+        self.graph._pos = None
+        kept = f"; the product is also stored for {_readers(others)}" if others else ""
+        remarks.emit(PASS, "matmul-epilogue", f"{what} [{', '.join(shapes.print_expr(d) for d in mm.dims)}] and "
+                     f"{describe(epilogue)} run as one kernel: its epilogue reads the product from registers{kept}",
+                     merged)
+
+
+def _occupancy_penalty(tiles: int) -> float:
+    """How much longer [128, 128] programs, two an SM, take than a machine kept full: whole waves where there are more
+    tiles than slots (704 tiles run as 3 waves of 264, the last two thirds full: 1.125), idle SMs where there are
+    fewer tiles than SMs (cuBLAS splits K over them; a tile's program runs its whole K alone)."""
+    slots = 2 * _GPU.sm_count
+    if tiles >= slots:
+        return math.ceil(tiles / slots) * slots / tiles
+    return max(1.0, _GPU.sm_count / tiles)
+
+
+def _slow_functions(epilogue: F.KernelOp, mm: _Matmul) -> list[str]:
+    """The epilogue's functions that would be slow after the main loop (``SLOW_FUNCTIONS``), in body order."""
+    stored = [mm.product_type.element_type] + [tensor_type_of(st.buffer).element_type for st in epilogue.block.ops
+                                               if isinstance(st, F.StoreOp)]
+    approx_tanh = all(t in (F.BF16, F.F16) or not dtypes.of_ir(t).is_float for t in stored)
+    slow = [op.fn.data for op in epilogue.block.ops if isinstance(op, F.PointwiseOp) and op.fn.data in SLOW_FUNCTIONS
+            and not (op.fn.data == "tanh" and approx_tanh)]
+    return list(dict.fromkeys(slow))
+
+
+def _readers(readers) -> str:
+    return ", ".join(describe(u) if not isinstance(u, F.OutputOp) else "the graph output" for u in readers) or "nothing"
+

@@ -1,0 +1,131 @@
+"""matmul-epilogues: matmul kernels give the reference interpreter's results (Triton's interpreter, tl.dot) and eager's,
+values and gradients, static and symbolic; the GPU runs the same checks on tensor cores."""
+
+import pytest
+import torch
+import torch.nn.functional as Fn
+
+from fusec.dialects import fusec as F
+from fusec.passes.matmul_epilogues import MatmulEpilogues
+from fusec.passes.schedule_kernels import ScheduleKernels
+from fusec.pipeline import default_pipeline_spec, run_pipeline
+from fusec.registry import make_context
+from fusec.runtime import compile_module, interpreter
+from fusec.testing import assert_same_results, kernels, parse, random_inputs
+
+FORCED = default_pipeline_spec().replace("matmul-epilogues", "matmul-epilogues{when=always cost-rule=false}")
+ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _graph(name: str, args: str, outs: str, body: str, symbols: str = "") -> str:
+    return f"builtin.module {{\n  fusec.graph @{name}({args}) -> ({outs}) {symbols} {{\n{body}\n  }}\n}}"
+
+
+def _t(shape: str, dtype: str, strides: str = "") -> str:
+    return f"!fusec.tensor<[{shape}], {dtype}{', strides [' + strides + ']' if strides else ''}>"
+
+
+def linear(dtype: str, k: int = 40, epilogue: str = "tanh") -> str:
+    """x [s0, k] @ w.t() (w [24, k]) + b, then ``epilogue``, plus a residual: a ragged k (not a multiple of a step)."""
+    x, w, b, y = _t(f"s0, {k}", dtype), _t(f"24, {k}", dtype), _t("24", dtype), _t("s0, 24", dtype)
+    wt = _t(f"{k}, 24", dtype, f"1, {k}")
+    body = f"""    %wt = fusec.permute %w [1, 0] : {w} -> {wt}
+    %p = fusec.extern "aten.mm.default"(%x, %wt) : ({x}, {wt}) -> {y}
+    %h = fusec.pointwise "add" %p, %b : ({y}, {b}) -> {y}
+    %e = fusec.pointwise "{epilogue}" %h : ({y}) -> {y}
+    %o = fusec.pointwise "add" %e, %r : ({y}, {y}) -> {y}
+    fusec.output %o, %p : {y}, {y}"""
+    return _graph("linear", f"%x : {x}, %w : {w}, %b : {b}, %r : {y}", f"{y}, {y}", body, "symbols(s0 in [1, inf])")
+
+
+def scores(dtype: str) -> str:
+    """bmm of [3, 20, 16] by [3, 16, 33], scaled, plus a broadcast mask."""
+    q, k, s, m = _t("3, 20, 16", dtype), _t("3, 16, 33", dtype), _t("3, 20, 33", dtype), _t("20, 33", dtype)
+    body = f"""    %s = fusec.extern "aten.bmm.default"(%q, %k) : ({q}, {k}) -> {s}
+    %c = fusec.constant 0.25 : !fusec.tensor<[], {dtype}>
+    %t = fusec.pointwise "mul" %s, %c : ({s}, !fusec.tensor<[], {dtype}>) -> {s}
+    %y = fusec.pointwise "add" %t, %m : ({s}, {m}) -> {s}
+    fusec.output %y : {s}"""
+    return _graph("scores", f"%q : {q}, %k : {k}, %m : {m}", s, body)
+
+
+CASES = {"linear-bf16": linear("bf16"), "linear-f16-relu": linear("f16", k=64, epilogue="relu"),
+         "linear-f32": linear("f32", k=17), "bmm-f32": scores("f32"), "bmm-bf16": scores("bf16")}
+
+
+def _fused(text: str):
+    module = parse(text)
+    run_pipeline(make_context(), module, FORCED)
+    matmuls = [k for k in kernels(module) if k.is_matmul]
+    assert len(matmuls) == 1 and matmuls[0].schedule.kind == "matmul"
+    assert not [op for op in module.walk() if isinstance(op, F.ExternOp)]
+    return module
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+@pytest.mark.parametrize("name", list(CASES))
+def test_matmul_kernels_give_the_reference_interpreters_results(name, device):
+    reference, module = parse(CASES[name]), _fused(CASES[name])
+    compiled = compile_module(module, {"s0": 33})
+    tol = {"rtol": 2e-2, "atol": 2e-2} if "f32" not in name else {"rtol": 1e-4, "atol": 1e-4}
+    for size in (1, 33, 70):  # one compiled artifact: a partial tile, a full one, several
+        inputs = random_inputs(reference, {"s0": size}, seed=size)
+        got = [t.cpu() for t in compiled([t.to(device) for t in inputs])]
+        assert_same_results(interpreter.run(reference, inputs), got, **tol)
+
+
+def test_the_interpreter_runs_a_matmul_kernel_as_the_reduction_it_is():
+    reference, module = parse(CASES["bmm-f32"]), _fused(CASES["bmm-f32"])
+    inputs = random_inputs(reference, {}, seed=3)
+    assert_same_results(interpreter.run(reference, inputs), interpreter.run(module, inputs), rtol=1e-5, atol=1e-5)
+
+
+def _lin_gelu(x, w, b):
+    return Fn.gelu(x @ w.t() + b, approximate="tanh")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_linear_gelu_training_step_matches_eager(device, dynamic, fresh_dynamo):
+    """The forward is one matmul kernel that also stores the pre-activation its backward reads."""
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(48, 40, generator=g) / 6).to(device, torch.bfloat16)
+    b = torch.randn(48, generator=g).to(device, torch.bfloat16)
+    compiled = torch.compile(_lin_gelu, backend="fusec", dynamic=dynamic, options={"pipeline": FORCED})
+    for rows in (37, 64) if dynamic else (37,):
+        x = torch.randn(rows, 40, generator=g).to(device, torch.bfloat16)
+        args = [[t.clone().requires_grad_() for t in (x, w, b)] for _ in range(2)]
+        want, got = _lin_gelu(*args[0]), compiled(*args[1])
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+        want.float().square().sum().backward()
+        got.float().square().sum().backward()
+        for a, e in zip(args[1], args[0], strict=True):  # bf16 gradients of sums: compared in norm, as eager's error is
+            assert (a.grad.float() - e.grad.float()).norm() <= 1e-2 * e.grad.float().norm()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["highest", "high"])
+def test_fp32_matmul_kernels_follow_torchs_matmul_precision(precision, fresh_dynamo):
+    """Exact fp32 (ieee) at 'highest'; TF32 at 'high', recorded in the schedule."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        g = torch.Generator().manual_seed(1)
+        x, w, b = (torch.randn(*s, generator=g).cuda() for s in ((300, 200), (96, 200), (96,)))
+        got = torch.compile(_lin_gelu, backend="fusec", options={"pipeline": FORCED})(x, w, b)
+        tol = 1e-5 if precision == "highest" else 5e-3
+        torch.testing.assert_close(got, _lin_gelu(x, w, b), rtol=tol, atol=tol)
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
+def test_bad_options_say_what_is_wrong():
+    with pytest.raises(ValueError, match="when must be one of accelerator, always, never"):
+        MatmulEpilogues(when="sometimes")
+    with pytest.raises(ValueError, match=r"efficiency must be in \(0, 2\]"):
+        MatmulEpilogues(efficiency=0)
+    with pytest.raises(ValueError, match="matmul-tile must be BMxBNxBKxWARPSxSTAGES"):
+        ScheduleKernels(matmul_tile="128x128")
+    with pytest.raises(ValueError, match="block sizes are powers of 2 of at least 16"):
+        ScheduleKernels(matmul_tile="128x96x64x4x3")
