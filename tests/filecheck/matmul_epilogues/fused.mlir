@@ -22,6 +22,12 @@ builtin.module {
     %y = fusec.pointwise "add" %t, %mask : (!fusec.tensor<[4, 32, 32], f32>, !fusec.tensor<[32, 32], f32>) -> !fusec.tensor<[4, 32, 32], f32>
     fusec.output %y, %s : !fusec.tensor<[4, 32, 32], f32>, !fusec.tensor<[4, 32, 32], f32>
   }
+  // fp32 where torch's float32_matmul_precision allows TF32 ('high'): the schedule says so.
+  fusec.graph @tf32(%x : !fusec.tensor<[256, 64], f32>, %w : !fusec.tensor<[64, 256], f32>) -> (!fusec.tensor<[256, 256], f32>) attributes {fusec.device = "cuda", fusec.float32_matmul_precision = "high"} {
+    %p = fusec.extern "aten.mm.default"(%x, %w) : (!fusec.tensor<[256, 64], f32>, !fusec.tensor<[64, 256], f32>) -> !fusec.tensor<[256, 256], f32>
+    %e = fusec.pointwise "relu" %p : (!fusec.tensor<[256, 256], f32>) -> !fusec.tensor<[256, 256], f32>
+    fusec.output %e : !fusec.tensor<[256, 256], f32>
+  }
 }
 
 // CHECK-LABEL: fusec.graph @linear_tanh
@@ -57,3 +63,5 @@ builtin.module {
 // PIPELINE:       fusec.kernel @fusec_mm_add_tanh_{{[0-9]+}} [96*s0, 64] matmul [1, s0, 96] schedule(matmul, int64, tile = [128, 128, 64], warps = 4, stages = 3, group_m = 8, approx_tanh)
 // PIPELINE-LABEL: fusec.graph @scores
 // PIPELINE:       fusec.kernel @fusec_mm_{{.*}} [4096, 16] matmul [4, 32, 32] schedule(matmul, int32, tile = [32, 32, 32], warps = 4, stages = 3, group_m = 8)
+// PIPELINE-LABEL: fusec.graph @tf32
+// PIPELINE:       fusec.kernel @fusec_mm_relu_{{[0-9]+}} [65536, 64] matmul [1, 256, 256] schedule(matmul, int32, tile = [128, 128, 32], warps = 4, stages = 3, group_m = 8, tf32)
