@@ -288,7 +288,9 @@ def main() -> None:
                     cmd += ["--dynamic"] if args.dynamic else []
                     with tempfile.TemporaryDirectory() as cache:
                         caches = "1" if args.warm else "0"  # a warm start reads what the first process wrote
-                        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "FUSEC_CACHE_DIR": cache,
+                        # Triton's cache too: rows share kernels (fusec's variants compile the same ones), and a row
+                        # after another would find them compiled, its first call warm.
+                        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "FUSEC_CACHE_DIR": cache, "TRITON_CACHE_DIR": cache,
                                "TORCHINDUCTOR_FX_GRAPH_CACHE": caches, "TORCHINDUCTOR_AUTOGRAD_CACHE": caches}
                         for label in [backend, f"{backend} warm"][:2 if args.warm else 1]:
                             try:

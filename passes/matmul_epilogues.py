@@ -53,7 +53,7 @@ from fusec.dialects import fusec as F
 from fusec.dialects.attributes import ExprAttr, TensorType, tensor_type_of
 from fusec.passes.kernel_builder import KernelBuilder
 from fusec.passes.kernel_index import R, X, equal, same_index, simplify_in_domain
-from fusec.passes.kernel_merge import Graph, discard, limit_problem, loads_of
+from fusec.passes.kernel_merge import Graph, describe_user, discard, limit_problem, loads_of
 from fusec.passes.pad_matmuls import MATMULS, WHEN, graph_device
 from fusec.passes.reduction_fusion import join
 
@@ -193,7 +193,8 @@ class _Fuser:
         readers = self.graph.readers(mm.product)
         kernels = sorted((u for u in readers if isinstance(u, F.KernelOp)), key=self.graph.pos.__getitem__)
         if not kernels:
-            self.decline("no-epilogue", f"{what}: no kernel reads its product (only {_readers(readers)})", extern)
+            self.decline("no-epilogue", f"{what}: no kernel reads its product (only {_readers(self.graph.consumers(extern))})",
+                         extern)
             return
         if len(kernels) > 1:
             self.decline("several-epilogues", f"{what}: {len(kernels)} kernels read its product "
@@ -301,5 +302,7 @@ def _slow_functions(epilogue: F.KernelOp, mm: _Matmul) -> list[str]:
 
 
 def _readers(readers) -> str:
-    return ", ".join(describe(u) if not isinstance(u, F.OutputOp) else "the graph output" for u in readers) or "nothing"
+    """What reads a product, for a remark: kernels by name, externs by their torch op, the graph output."""
+    return ", ".join(dict.fromkeys("the graph output" if isinstance(u, F.OutputOp) else describe_user(u) for u in readers)) \
+        or "nothing"
 
