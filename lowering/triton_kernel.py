@@ -699,6 +699,17 @@ class _MatmulWriter(_KernelWriter):
             raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: an epilogue index uses r: {shapes.print_expr(e)}")
         return triton_expr(e, self.names), False, False
 
+    def symbolic(self, op: F.SymbolicOp) -> _Stmt:
+        """A size, or the product coordinate of each lane (a padded product's column mask)."""
+        dtype = F.dtype_name(op.result.type)
+        e = self.coordinates(op.expr.data)
+        code, name = triton_expr(e, self.names), self.fresh()
+        if {s.name for s in e.free_symbols} & {"mm_b", "mm_m", "mm_n"}:
+            line = f"{name} = tl.broadcast_to(({code}).to({ops.tl_dtype(dtype)}), [$BLOCK_M, $BLOCK_N])"
+        else:
+            line = f"{name} = tl.full([$BLOCK_M, $BLOCK_N], {code}, {ops.tl_dtype(dtype)})"
+        return self.define(op, _Value(name, dtype, True, False), [line], ())
+
     def _find_dot(self) -> tuple[F.ReduceROp, dict]:
         """The ``reduce_r "sum"`` of a product of an A load and a B load (each maybe converted to f32), and those ops."""
         reduce = [op for op in self.kernel.block.ops if isinstance(op, F.ReduceROp)]

@@ -1,12 +1,14 @@
 """matmul-epilogues: a matmul and the pointwise kernel that reads its product run as one kernel.
 
 In:  a graph after ``vertical-fusion``: a ``fusec.extern "aten.mm.default"`` (or ``aten.bmm.default``) whose
-     product one pointwise kernel reads element by element (a bias, an activation, a residual, a cast).
+     product one pointwise kernel reads element by element (a bias, an activation, a residual, a cast), over the
+     whole product or over its first columns (a padded product read through its slice: pad-matmuls' LM head).
 Out: a matmul kernel ``fusec.kernel @k [B*M*N, K] matmul [B, M, N]`` that computes the product as the
      reduction it is (``sum over r`` of A at (b, m, r) times B at (b, r, n), in fp32) and runs the pointwise
      kernel's body on it as its epilogue: the product is never written to memory and read back (for a
      [8192, 4096] bf16 product, 128 MiB of traffic) and the epilogue's launch is gone.  Where something else
-     reads the product too (the pre-activation a backward saves), the kernel stores it as well.  The lowering
+     reads the product too (the pre-activation a backward saves), the kernel stores it as well.  Over a padded
+     product the epilogue's loads and stores are masked to its columns (``mod(x, N) < N'``).  The lowering
      runs the reduction as ``tl.dot`` over tiles that ``schedule-kernels`` chooses and records.
 
 The cost rule (``cost-rule``, on by default) compares the Triton main loop with cuBLAS: the fused kernel
@@ -47,12 +49,12 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_size_hints
-from fusec.base import dtypes, remarks, shapes
+from fusec.base import dtypes, indexing, remarks, shapes
 from fusec.base.remarks import describe
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import ExprAttr, TensorType, tensor_type_of
 from fusec.passes.kernel_builder import KernelBuilder
-from fusec.passes.kernel_index import R, X, equal, same_index, simplify_in_domain
+from fusec.passes.kernel_index import MATMUL_M, MATMUL_N, R, X, equal, same_index, simplify_in_domain
 from fusec.passes.kernel_merge import Graph, describe_user, discard, limit_problem, loads_of
 from fusec.passes.pad_matmuls import MATMULS, WHEN, graph_device
 from fusec.passes.reduction_fusion import join
@@ -122,6 +124,16 @@ class _Matmul:
     def domain(self) -> list[sympy.Expr]:
         batch, m, n, k = self.dims
         return [batch * m * n, k]
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where the epilogue's points are in the matmul kernel: ``mapping`` (its x over the kernel's x, as
+    ``reduction_fusion.join`` takes it) and ``valid`` ((column, columns): only lanes whose column is below
+    ``columns`` are its points; None: all)."""
+
+    mapping: dict
+    valid: tuple[sympy.Expr, sympy.Expr] | None
 
 
 def _matmul(extern: F.ExternOp) -> _Matmul | str:
@@ -201,9 +213,9 @@ class _Fuser:
                          f"({', '.join(describe(k) for k in kernels)})", extern, *kernels)
             return
         epilogue = kernels[0]
-        problem = self._elementwise(mm, epilogue)
-        if problem is not None:
-            self.decline("not-elementwise", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
+        placement = self._placement(mm, epilogue)
+        if isinstance(placement, str):
+            self.decline("not-elementwise", f"{what} -> {describe(epilogue)}: {placement}", extern, epilogue)
             return
         if self.graph.reaches(extern, epilogue):
             self.decline("dependence-cycle", f"{describe(epilogue)} also reads {what}'s product through another op",
@@ -220,21 +232,36 @@ class _Fuser:
             if refusal is not None:
                 self.decline(*refusal, extern, epilogue)
                 return
-        self._merge(extern, mm, epilogue, others)
+        self._merge(extern, mm, epilogue, others, placement)
 
-    def _elementwise(self, mm: _Matmul, epilogue: F.KernelOp) -> str | None:
-        """Why ``epilogue`` does not read the product element for element over its own [B*M*N] domain, or None."""
+    def _placement(self, mm: _Matmul, epilogue: F.KernelOp) -> _Placement | str:
+        """How ``epilogue``'s points sit among the product's elements, or why they do not: element for element over
+        the whole product, or over its first N' columns (a padded matmul's product read through its slice: GPT-2's
+        LM head, [M, 50264] computed, [M, 50257] wanted), each column past N' a masked-off lane."""
         if epilogue.is_reduction or epilogue.is_matmul or not isinstance(epilogue.parent_op(), F.GraphOp):
             return "it is not a pointwise kernel over a 1-D domain"
-        numel = mm.domain[0]
-        if not equal(epilogue.domain_exprs[0], numel):
-            return f"its domain [{shapes.print_expr(epilogue.domain_exprs[0])}] is not the product's {shapes.print_expr(numel)} elements"
-        for load, _ in loads_of(epilogue, [mm.product]):
-            if load.offset is not None or load.mask is not None:
-                return "it reads the product at a run-time offset or under a mask"
-            if not same_index(simplify_in_domain(load.index.data, epilogue.domain_exprs), X):
-                return f"it reads the product at [{shapes.print_expr(load.index.data)}], not at [x]"
-        return None
+        loads = loads_of(epilogue, [mm.product])
+        if any(load.offset is not None or load.mask is not None for load, _ in loads):
+            return "it reads the product at a run-time offset or under a mask"
+        numel, points = mm.domain[0], epilogue.domain_exprs[0]
+        if equal(points, numel):
+            for load, _ in loads:
+                if not same_index(simplify_in_domain(load.index.data, epilogue.domain_exprs), X):
+                    return f"it reads the product at [{shapes.print_expr(load.index.data)}], not at [x]"
+            return _Placement({}, None)
+        batch, m, n, _ = mm.dims
+        columns = sympy.cancel(points / m) if batch == 1 else None
+        if columns is None or not columns.is_integer or not indexing.proves_below(columns, n):
+            return f"its domain [{shapes.print_expr(points)}] is not the product's {shapes.print_expr(numel)} elements"
+        # Its point x' = m*N' + n reads the product's element (m, n) = m*N + n, for every m < M and n < N'.
+        upper = {MATMUL_M: m, MATMUL_N: columns}
+        for load, _ in loads:
+            at = indexing.simplify(load.index.data.xreplace({X: MATMUL_M * columns + MATMUL_N}), upper)
+            if not same_index(at, MATMUL_M * n + MATMUL_N):
+                return (f"it reads the product at [{shapes.print_expr(load.index.data)}], not its first "
+                        f"{shapes.print_expr(columns)} columns element for element")
+        column = sympy.Mod(X, n)
+        return _Placement({X: columns * shapes.FloorDiv(X, n) + column}, (column, columns))
 
     def _cost_refusal(self, mm: _Matmul, stored_too: bool) -> tuple[str, str] | None:
         et = mm.product_type.element_type
@@ -255,13 +282,13 @@ class _Fuser:
                                       f"fusing saves {saved_us:.1f} us")
         return None
 
-    def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list) -> None:
+    def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement) -> None:
         what = extern.target.data
         kernel = matmul_kernel(mm, "fusec_mm")
         self.graph.block.insert_op_before(kernel, extern)
         self.graph._pos = None
         mm.product.replace_all_uses_with(kernel.outputs[0])
-        merged, replaced = join(kernel, epilogue, {}, self.graph)
+        merged, replaced = join(kernel, epilogue, placement.mapping, self.graph, placement.valid)
         problem = limit_problem(merged, self.options.max_ops, self.options.max_inputs)
         if problem is not None:  # the product goes back to cuBLAS
             discard(merged)
@@ -276,6 +303,8 @@ class _Fuser:
         self.graph.block.erase_op(extern)
         self.graph._pos = None
         kept = f"; the product is also stored for {_readers(others)}" if others else ""
+        if placement.valid is not None:
+            kept += f"; the epilogue runs on its first {shapes.print_expr(placement.valid[1])} columns"
         remarks.emit(PASS, "matmul-epilogue", f"{what} [{', '.join(shapes.print_expr(d) for d in mm.dims)}] and "
                      f"{describe(epilogue)} run as one kernel: its epilogue reads the product from registers{kept}",
                      merged)

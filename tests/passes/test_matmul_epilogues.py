@@ -49,7 +49,17 @@ def scores(dtype: str) -> str:
     return _graph("scores", f"%q : {q}, %k : {k}, %m : {m}", s, body)
 
 
-CASES = {"linear-bf16": linear("bf16"), "linear-f16-relu": linear("f16", k=64, epilogue="relu"),
+def padded(dtype: str) -> str:
+    """A padded product read through its slice (pad-matmuls' LM head): the epilogue's points are its first columns."""
+    x, w, p, s = _t("s0, 24", dtype), _t("24, 40", dtype), _t("s0, 40", dtype), _t("s0, 33", dtype, "40, 1")
+    body = f"""    %p = fusec.extern "aten.mm.default"(%x, %w) : ({x}, {w}) -> {p}
+    %s = fusec.slice %p dim 1 start 0 step 1 : {p} -> {s}
+    %o = fusec.pointwise "neg" %s : ({s}) -> {_t("s0, 33", dtype)}
+    fusec.output %o : {_t("s0, 33", dtype)}"""
+    return _graph("head", f"%x : {x}, %w : {w}", _t("s0, 33", dtype), body, "symbols(s0 in [1, inf])")
+
+
+CASES = {"linear-bf16": linear("bf16"), "padded-bf16": padded("bf16"), "linear-f16-relu": linear("f16", k=64, epilogue="relu"),
          "linear-f32": linear("f32", k=17), "bmm-f32": scores("f32"), "bmm-bf16": scores("bf16")}
 
 
