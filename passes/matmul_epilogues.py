@@ -58,6 +58,7 @@ from fusec.passes.kernel_index import MATMUL_M, MATMUL_N, R, X, equal, same_inde
 from fusec.passes.kernel_merge import Graph, describe_user, discard, limit_problem, loads_of
 from fusec.passes.pad_matmuls import MATMULS, WHEN, graph_device
 from fusec.passes.reduction_fusion import join
+from fusec.passes.vertical_fusion import traps_on_zero
 
 PASS = "matmul-epilogues"
 FLOATS = (F.BF16, F.F16, F.F32)
@@ -238,8 +239,13 @@ class _Fuser:
         """How ``epilogue``'s points sit among the product's elements, or why they do not: element for element over
         the whole product, or over its first N' columns (a padded matmul's product read through its slice: GPT-2's
         LM head, [M, 50264] computed, [M, 50257] wanted), each column past N' a masked-off lane."""
-        if epilogue.is_reduction or epilogue.is_matmul or not isinstance(epilogue.parent_op(), F.GraphOp):
-            return "it is not a pointwise kernel over a 1-D domain"
+        if epilogue.is_matmul or not isinstance(epilogue.parent_op(), F.GraphOp):
+            return "it is a matmul kernel, or a combo member, already"
+        if epilogue.is_tiled:
+            return "it is a tiled (2-D) pointwise kernel: run matmul-epilogues before tile-pointwise"
+        if epilogue.is_reduction:
+            return ("it reduces over rows of the product (a LayerNorm, a LayerNorm's backward): a matmul program holds "
+                    "a tile of the product, not whole rows")
         loads = loads_of(epilogue, [mm.product])
         if any(load.offset is not None or load.mask is not None for load, _ in loads):
             return "it reads the product at a run-time offset or under a mask"
@@ -250,6 +256,8 @@ class _Fuser:
                     return f"it reads the product at [{shapes.print_expr(load.index.data)}], not at [x]"
             return _Placement({}, None)
         batch, m, n, _ = mm.dims
+        if traps_on_zero(epilogue):
+            return "it divides integers, which a masked-off column (past the slice, its loads 0) must not run"
         columns = sympy.cancel(points / m) if batch == 1 else None
         if columns is None or not columns.is_integer or not indexing.proves_below(columns, n):
             return f"its domain [{shapes.print_expr(points)}] is not the product's {shapes.print_expr(numel)} elements"

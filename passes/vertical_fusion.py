@@ -104,7 +104,7 @@ def producer_cost(p: F.KernelOp) -> int:
     return body_size(p) - len(p.outputs)
 
 
-def _traps_on_zero(p: F.KernelOp) -> bool:
+def traps_on_zero(p: F.KernelOp) -> bool:
     """Integer floordiv/remainder: a masked-off lane (all loads 0) must not run them."""
     return any(isinstance(op, F.PointwiseOp) and op.fn.data in ("floordiv", "remainder") and not F.is_float(op.result.type)
                for op in p.block.ops)
@@ -132,7 +132,7 @@ def legality(p: F.KernelOp, c: F.KernelOp) -> Decline | None:
     if any(load.offset is not None for load in loads) and not _shifts_with_x(p):
         return "indirect-load", (f"{describe(c)} reads {describe(p)} at a run-time offset, and {describe(p)} "
                                  f"reads its inputs other than at x + a constant")
-    if any(load.mask is not None for load in loads) and _traps_on_zero(p):
+    if any(load.mask is not None for load in loads) and traps_on_zero(p):
         return "masked-load", f"{describe(c)} reads {describe(p)} under a mask, and {describe(p)} divides integers"
     return None
 

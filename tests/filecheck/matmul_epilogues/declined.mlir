@@ -35,6 +35,12 @@ builtin.module {
     %e = fusec.pointwise "relu" %p : (!fusec.tensor<[256, 256], f32>) -> !fusec.tensor<[256, 256], f32>
     fusec.output %e : !fusec.tensor<[256, 256], f32>
   }
+  // A row statistic of the product (a LayerNorm's mean): a matmul program holds a tile, not whole rows.
+  fusec.graph @row_statistic(%x : !fusec.tensor<[256, 64], bf16>, %w : !fusec.tensor<[64, 256], bf16>) -> (!fusec.tensor<[256], bf16>) attributes {fusec.device = "cuda"} {
+    %p = fusec.extern "aten.mm.default"(%x, %w) : (!fusec.tensor<[256, 64], bf16>, !fusec.tensor<[64, 256], bf16>) -> !fusec.tensor<[256, 256], bf16>
+    %s = fusec.reduce "sum" %p dims [1] : !fusec.tensor<[256, 256], bf16> -> !fusec.tensor<[256], bf16>
+    fusec.output %s : !fusec.tensor<[256], bf16>
+  }
 }
 
 // CHECK:      remark: matmul-epilogues: no-epilogue: aten.mm.default: no kernel reads its product (only the graph output)
@@ -44,5 +50,6 @@ builtin.module {
 // CHECK-NEXT: remark: matmul-epilogues: main-loop-cost: [1x256x128, K=65536]: the Triton main loop at 83% of cuBLAS in 2 tiles would lose {{[0-9.]+}} us of {{[0-9.]+}}, fusing saves {{[0-9.]+}} us
 // CHECK-NEXT: remark: matmul-epilogues: fp32-exact: an fp32 matmul at float32_matmul_precision 'highest' (exact fp32, no TF32) stays cuBLAS's SGEMM
 // CHECK-NEXT: remark: matmul-epilogues: epilogues-skipped: matmuls stay library calls: the IR marks no accelerator for this graph (when=always fuses anyway) [@cpu]
+// CHECK-NEXT: remark: matmul-epilogues: not-elementwise: aten.mm.default -> @{{.*}}: it reduces over rows of the product (a LayerNorm, a LayerNorm's backward): a matmul program holds a tile of the product, not whole rows
 
 // IR-NOT: matmul [
