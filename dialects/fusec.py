@@ -60,8 +60,8 @@ Kernel level (what the passes make; here the graph's body above after ``form-ker
 A matmul kernel (``fusec.kernel @k [B*M*N, K] matmul [B, M, N]``, made by
 ``matmul-epilogues``) follows the same rules: ``x`` is the flat index of the
 product's element (b, m, n), ``r`` is k, and its body sums over r the product of
-a load of A at (b, m, r) and a load of B at (b, r, n) (in f32) before its
-epilogue; the interpreter runs it as that reduction, the lowering as ``tl.dot``.
+a load of A at (b, m, r) and a load of B at (b, r, n), in that order (in f32),
+before its epilogue; the interpreter runs it as that reduction, the lowering as ``tl.dot``.
 
 A ``fusec.combo`` holds independent kernels that launch as one.  After
 ``form-kernels`` a graph holds only ``fusec.kernel``, ``fusec.combo`` (after

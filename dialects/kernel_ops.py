@@ -113,8 +113,8 @@ class KernelOp(IRDLOperation):
 
     ``matmul [B, M, N]`` (printed after the domain) marks a matmul kernel, which ``matmul-epilogues`` makes:
     its domain is ``[B*M*N, K]``, ``x`` is the flat index of the product's element (b, m, n) and ``r`` is k;
-    its body reduces over r the product of two loads, one that reads A at (b, m, r) and one that reads B at
-    (b, r, n), and what follows the reduction is its epilogue.  The interpreter runs it as the reduction it
+    its body reduces over r the product of two loads (each maybe converted to f32), A's first, read at
+    (b, m, r), then B's, read at (b, r, n), and what follows the reduction is its epilogue.  The interpreter runs it as the reduction it
     is; the lowering runs the reduction as ``tl.dot`` over [block_m, block_n] tiles (a ``matmul`` schedule).
     """
 

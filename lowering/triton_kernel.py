@@ -730,15 +730,12 @@ class _MatmulWriter(_KernelWriter):
             if not (isinstance(op, F.LoadOp) and op.offset is None and op.mask is None):
                 raise bad
             loads.append(op)
-        sides = []
-        for load in loads:
-            names = {s.name for s in self.coordinates(load.index.data).free_symbols}
-            sides.append("a" if "mm_n" not in names else "b" if "mm_m" not in names else None)
-        if sorted(map(str, sides)) != ["a", "b"]:
-            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's loads must read A at (b, m, r) "
-                                "and B at (b, r, n)")
-        for load, side in zip(loads, sides, strict=True):
-            ops[load] = "a" if side == "a" else "b"
+        # The product's first operand is A's element, its second B's (the IR's rule); each reads only its own coordinates.
+        for load, side, other in zip(loads, ("a", "b"), ("mm_n", "mm_m"), strict=True):
+            if other in {s.name for s in self.coordinates(load.index.data).free_symbols}:
+                raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's loads must read A at "
+                                    "(b, m, r) and B at (b, r, n), A's first")
+            ops[load] = side
         others = [op for op in self.kernel.block.ops if op not in ops and "r" in {
             s.name for p in op.properties.values() if isinstance(p, F.ExprAttr) for s in p.data.free_symbols}]
         if others:
@@ -768,7 +765,11 @@ class _MatmulWriter(_KernelWriter):
         names = {**self.size_names, "mm_b": "$mm_b", "mm_m": "$a_rows", "mm_n": "$b_cols", "r": k_name}
         index = triton_expr(self.coordinates(load.index.data), names)
         mask = "" if self.even_k else f", mask={k_name} < $rnumel, other=0.0"
-        return f"tl.load({self.buffers[load.buffer]} + ({index}){mask})", F.dtype_name(load.result.type)
+        # A tile is [BLOCK_M, BLOCK_K] and B's [BLOCK_K, BLOCK_N] even where an operand does not vary along m or n
+        # (a product of one row or one column: the index simplified m or n away).
+        tile = "[$BLOCK_M, $BLOCK_K]" if side == "a" else "[$BLOCK_K, $BLOCK_N]"
+        pointer = f"tl.broadcast_to({self.buffers[load.buffer]} + ({index}), {tile})"
+        return f"tl.load({pointer}{mask})", F.dtype_name(load.result.type)
 
     @property
     def even_k(self) -> bool:

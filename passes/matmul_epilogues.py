@@ -252,7 +252,8 @@ class _Fuser:
         numel, points = mm.domain[0], epilogue.domain_exprs[0]
         if equal(points, numel):
             for load, _ in loads:
-                if not same_index(simplify_in_domain(load.index.data, epilogue.domain_exprs), X):
+                if not same_index(simplify_in_domain(load.index.data, epilogue.domain_exprs),
+                                  simplify_in_domain(X, epilogue.domain_exprs)):  # x is 0 over a one-element domain
                     return f"it reads the product at [{shapes.print_expr(load.index.data)}], not at [x]"
             return _Placement({}, None)
         batch, m, n, _ = mm.dims

@@ -147,7 +147,7 @@ def matmul_tiles(kernel: F.KernelOp, bounds: Bounds, tf32: bool = False) -> F.Ma
     against cuBLAS's 97.7; [256, 128] x 8 warps 121, [128, 256] x 8 warps 143 (one program an SM)."""
     batch, m, n = kernel.matmul_dims or (1, 1, 1)
     m_hi, n_hi = (value_range(d, bounds)[1] for d in (m, n))
-    element = max(dtype_bytes(ld.result.type) for ld in kernel.block.ops if isinstance(ld, F.LoadOp) and _operand_load(ld))
+    element = max((dtype_bytes(ld.result.type) for ld in _operand_loads(kernel)), default=4)
     block_m = 128 if m_hi >= 128 else max(16, _pow2_at_least(m_hi))
     block_n = 128 if n_hi >= 128 else max(16, _pow2_at_least(n_hi))
     block_k = max(16, 128 // element)
@@ -160,8 +160,18 @@ def stores_only_16_bit_floats(kernel: F.KernelOp) -> bool:
     return all(t in (F.BF16, F.F16) or not dtypes.of_ir(t).kind == "float" for t in stored)
 
 
-def _operand_load(load: F.LoadOp) -> bool:
-    return "r" in {s.name for s in load.index.data.free_symbols}
+def _operand_loads(kernel: F.KernelOp) -> list[F.LoadOp]:
+    """A matmul kernel's loads of A and B: the operands (maybe converted) of the product its reduction sums."""
+    loads = []
+    for reduce in (op for op in kernel.block.ops if isinstance(op, F.ReduceROp)):
+        mul = reduce.input.owner
+        for v in mul.inputs if isinstance(mul, F.PointwiseOp) else ():
+            op = v.owner
+            if isinstance(op, F.PointwiseOp) and op.fn.data == "convert":
+                op = op.inputs[0].owner
+            if isinstance(op, F.LoadOp):
+                loads.append(op)
+    return loads
 
 
 def _pow2_at_least(n: float) -> int:

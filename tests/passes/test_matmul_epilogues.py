@@ -4,6 +4,8 @@ values and gradients, static and symbolic; the GPU runs the same checks on tenso
 import pytest
 import torch
 import torch.nn.functional as Fn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fusec.dialects import fusec as F
 from fusec.passes.matmul_epilogues import MatmulEpilogues
@@ -142,3 +144,46 @@ def test_bad_options_say_what_is_wrong():
         ScheduleKernels(matmul_tile="128x128")
     with pytest.raises(ValueError, match="block sizes are powers of 2 of at least 16"):
         ScheduleKernels(matmul_tile="128x96x64x4x3")
+
+
+_LAYOUTS = st.tuples(st.booleans(), st.booleans())  # (A stored transposed, B stored transposed)
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=25, suppress_health_check=list(HealthCheck))
+@given(batch=st.sampled_from([1, 3]), m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(1, 70),
+       layout=_LAYOUTS, dtype=st.sampled_from(["f32", "bf16"]), epilogue=st.sampled_from(["neg", "exp", "relu"]),
+       symbolic=st.booleans())
+def test_generated_matmuls_give_the_reference_interpreters_results(batch, m, n, k, layout, dtype, epilogue, symbolic):
+    """Random sizes (a tile's ragged edges in m, n and k), operands stored transposed (a weight read as ``w.t()``, a
+    weight gradient's ``grad.t() @ x``), batched or not, a symbolic M: the matmul kernel under Triton's interpreter
+    against the reference interpreter on the graph before any pass."""
+    lead = [str(batch)] if batch != 1 else []
+    rows = "s0" if symbolic else str(m)
+
+    def operand(name: str, dims: list[str], transposed: bool) -> tuple[str, str, str]:
+        """(graph argument, its type, the view ops giving the [.., rows, cols] operand)."""
+        want = _t(", ".join(lead + dims), dtype)
+        if not transposed:
+            return f"%{name} : {want}", f"%{name}", ""
+        stored = _t(", ".join(lead + dims[::-1]), dtype)
+        perm = [0, 2, 1] if lead else [1, 0]
+        strides = ", ".join(([f"{dims[0]}*{dims[1]}"] if lead else []) + ["1", dims[0]])
+        view = _t(", ".join(lead + dims), dtype, strides)
+        return (f"%{name} : {stored}", f"%{name}t",
+                f"    %{name}t = fusec.permute %{name} [{', '.join(map(str, perm))}] : {stored} -> {view}\n")
+
+    a_arg, a, a_view = operand("a", [rows, str(k)], layout[0])
+    b_arg, b, b_view = operand("b", [str(k), str(n)], layout[1])
+    a_type = _t(", ".join(lead + [rows, str(k)]), dtype, ", ".join(([f"{rows}*{k}"] if lead else []) + ["1", rows]) if layout[0] else "")
+    b_type = _t(", ".join(lead + [str(k), str(n)]), dtype, ", ".join(([f"{k}*{n}"] if lead else []) + ["1", str(k)]) if layout[1] else "")
+    p = _t(", ".join(lead + [rows, str(n)]), dtype)
+    target = "aten.bmm.default" if lead else "aten.mm.default"
+    body = (a_view + b_view + f'    %p = fusec.extern "{target}"({a}, {b}) : ({a_type}, {b_type}) -> {p}\n'
+            f'    %e = fusec.pointwise "{epilogue}" %p : ({p}) -> {p}\n    fusec.output %e : {p}')
+    text = _graph("g", f"{a_arg}, {b_arg}", p, body, "symbols(s0 in [1, inf])" if symbolic else "")
+    reference, module = parse(text), _fused(text)
+    compiled = compile_module(module, {"s0": m})
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == "f32" else {"rtol": 2e-2, "atol": 2e-2}
+    for rows_now in ([m, m + 17] if symbolic else [m]):
+        inputs = random_inputs(reference, {"s0": rows_now}, seed=rows_now)
+        assert_same_results(interpreter.run(reference, inputs), compiled(inputs), **tol)
