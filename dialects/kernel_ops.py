@@ -149,10 +149,10 @@ class KernelOp(IRDLOperation):
         props: dict[str, Attribute] = {"sym_name": StringAttr(name), "domain": ArrayAttr([ExprAttr.of(d) for d in domain])}
         if tiled:
             props["tiled"] = UnitAttr()
-        if matmul is not None:
-            props["matmul"] = ArrayAttr([ExprAttr.of(d) for d in matmul])
         # Built directly, as loads are (see LoadOp.__init__): merging builds a kernel for every merge it tries.
         Operation.__init__(self, operands=list(inputs), result_types=list(output_types), regions=[body], properties=props)
+        if matmul is not None:
+            self.mark_matmul(matmul)
         if schedule is not None:
             self.record_schedule(schedule)
 
@@ -179,6 +179,10 @@ class KernelOp(IRDLOperation):
     @property
     def is_matmul(self) -> bool:
         return self.matmul is not None
+
+    def mark_matmul(self, dims: Sequence[int | sympy.Basic]) -> None:
+        """Make this a matmul kernel of product [B, M, N] (see the class docstring)."""
+        self.properties["matmul"] = ArrayAttr([ExprAttr.of(d) for d in dims])
 
     def record_schedule(self, schedule: KernelSchedule) -> None:
         self.properties["schedule_kind"] = StringAttr(schedule.kind)

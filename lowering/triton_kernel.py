@@ -56,7 +56,7 @@ from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
 from fusec.lowering.launching import LaunchSite, config_code, launch_config
-from fusec.passes.kernel_index import matmul_coordinates
+from fusec.passes.kernel_index import matmul_coordinates, matmul_product
 from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, kernel_name, symbol_bounds
 
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
@@ -711,27 +711,15 @@ class _MatmulWriter(_KernelWriter):
         return self.define(op, _Value(name, dtype, True, False), [line], ())
 
     def _find_dot(self) -> tuple[F.ReduceROp, dict]:
-        """The ``reduce_r "sum"`` of a product of an A load and a B load (each maybe converted to f32), and those ops."""
-        reduce = [op for op in self.kernel.block.ops if isinstance(op, F.ReduceROp)]
-        bad = LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: a matmul kernel reduces one product of an A "
-                            "load and a B load, in f32")
-        if len(reduce) != 1 or reduce[0].kind.data != "sum" or F.dtype_name(reduce[0].result.type) != "float32":
-            raise bad
-        mul = reduce[0].input.owner
-        if not (isinstance(mul, F.PointwiseOp) and mul.fn.data == "mul" and len(mul.inputs) == 2):
-            raise bad
-        loads: list[F.LoadOp] = []
-        ops: dict[Operation, str] = {reduce[0]: "reduce", mul: "mul"}
-        for v in mul.inputs:
-            op = v.owner
-            if isinstance(op, F.PointwiseOp) and op.fn.data == "convert" and F.dtype_name(op.result.type) == "float32":
-                ops[op] = "convert"
-                op = op.inputs[0].owner
-            if not (isinstance(op, F.LoadOp) and op.offset is None and op.mask is None):
-                raise bad
-            loads.append(op)
+        """The ``reduce_r "sum"`` of the product of A's and B's loads (``kernel_index.matmul_product``), and the ops
+        the main loop computes: each by its role."""
+        product = matmul_product(self.kernel)
+        if product is None:
+            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: a matmul kernel reduces one product of an A "
+                                "load and a B load, in f32")
+        ops: dict[Operation, str] = {product.reduce: "reduce", **dict.fromkeys(product.ops, "product")}
         # The product's first operand is A's element, its second B's (the IR's rule); each reads only its own coordinates.
-        for load, side, other in zip(loads, ("a", "b"), ("mm_n", "mm_m"), strict=True):
+        for load, side, other in zip(product.loads, ("a", "b"), ("mm_n", "mm_m"), strict=True):
             if other in {s.name for s in self.coordinates(load.index.data).free_symbols}:
                 raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's loads must read A at "
                                     "(b, m, r) and B at (b, r, n), A's first")
@@ -740,9 +728,9 @@ class _MatmulWriter(_KernelWriter):
             s.name for p in op.properties.values() if isinstance(p, F.ExprAttr) for s in p.data.free_symbols}]
         if others:
             raise LoweringError(f"{self.where(others[0])}: only the matmul's own loads may read along r")
-        if any(u.operation not in ops for op in ops if op is not reduce[0] for r in op.results for u in r.uses):
+        if any(u.operation not in ops for op in ops if op is not product.reduce for r in op.results for u in r.uses):
             raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's operands feed only its product")
-        return reduce[0], ops
+        return product.reduce, ops
 
     def stmt(self, op: Operation) -> _Stmt:
         if op is self.dot:

@@ -12,15 +12,50 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import sympy
+from xdsl.ir import Operation
 
 from fusec.base import indexing, shapes
 from fusec.base.shapes import FloorDiv
+from fusec.dialects import fusec as F
 
 X, R = shapes.index_symbol("x"), shapes.index_symbol("r")
 # A matmul kernel's product coordinates (``fusec.kernel ... matmul [B, M, N]``): x = (b*M + m)*N + n.
 MATMUL_B, MATMUL_M, MATMUL_N = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("mm_b", "mm_m", "mm_n"))
+
+
+@dataclass(frozen=True)
+class MatmulProduct:
+    """What a matmul kernel's body sums over r (the IR's rule, ``fusec.KernelOp``): ``reduce`` (the one ``reduce_r
+    "sum"`` in f32), ``ops`` (the product and its operands' f32 conversions) and ``loads`` (A's, then B's)."""
+
+    reduce: F.ReduceROp
+    ops: tuple[Operation, ...]
+    loads: tuple[F.LoadOp, F.LoadOp]
+
+
+def matmul_product(kernel: F.KernelOp) -> MatmulProduct | None:
+    """The product a matmul kernel's body sums over r, or None where the body holds no such sum: one ``reduce_r
+    "sum"`` in f32 of a ``mul`` of two plain loads (no mask, no offset), each maybe converted to f32, A's first."""
+    reduces = [op for op in kernel.block.ops if isinstance(op, F.ReduceROp)]
+    if len(reduces) != 1 or reduces[0].kind.data != "sum" or F.dtype_name(reduces[0].result.type) != "float32":
+        return None
+    mul = reduces[0].input.owner
+    if not (isinstance(mul, F.PointwiseOp) and mul.fn.data == "mul" and len(mul.inputs) == 2):
+        return None
+    ops: list[Operation] = [mul]
+    loads: list[F.LoadOp] = []
+    for v in mul.inputs:
+        op = v.owner
+        if isinstance(op, F.PointwiseOp) and op.fn.data == "convert" and F.dtype_name(op.result.type) == "float32":
+            ops.append(op)
+            op = op.inputs[0].owner
+        if not (isinstance(op, F.LoadOp) and op.offset is None and op.mask is None):
+            return None
+        loads.append(op)
+    return MatmulProduct(reduces[0], tuple(ops), (loads[0], loads[1]))
 
 
 def matmul_coordinates(e: sympy.Expr, dims: Sequence[sympy.Expr], k: sympy.Expr) -> sympy.Expr:

@@ -248,6 +248,17 @@ class Graph:
             self._names = {k.sym_name.data for k in kernels}
         return self._names
 
+    def insert(self, op: Operation, anchor: Operation) -> None:
+        """Insert ``op`` (one that reads only what precedes ``anchor``) before ``anchor``."""
+        self.block.insert_op_before(op, anchor)
+        self._place(op, anchor)
+
+    def erase(self, op: Operation) -> None:
+        """Erase ``op``, which nothing reads any more."""
+        self.block.erase_op(op)
+        if self._pos is not None:
+            del self._pos[op]
+
     def install(self, kernel: F.KernelOp, replaced: dict[SSAValue, SSAValue], old: Sequence[F.KernelOp],
                 anchor: Operation) -> None:
         """Insert ``kernel`` before ``anchor``, redirect ``replaced``, erase dead ``old`` kernels, re-sort if needed."""
@@ -274,7 +285,7 @@ class Graph:
         if early:
             self._topo_sort(min(early, key=self.pos.__getitem__), kernel)
 
-    def _place(self, kernel: F.KernelOp, anchor: Operation) -> None:
+    def _place(self, kernel: Operation, anchor: Operation) -> None:
         """Give ``kernel``, just inserted before ``anchor``, a position between its neighbours' (positions only
         order ops), so that a merge does not renumber the whole block; renumbered where no number lies between."""
         if self._pos is None:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import sympy
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
@@ -52,12 +52,13 @@ from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_
 from fusec.base import dtypes, indexing, remarks, shapes
 from fusec.base.remarks import describe
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import ExprAttr, TensorType, tensor_type_of
+from fusec.dialects.attributes import TensorType, tensor_type_of
 from fusec.passes.kernel_builder import KernelBuilder
 from fusec.passes.kernel_index import MATMUL_M, MATMUL_N, R, X, equal, same_index, simplify_in_domain
 from fusec.passes.kernel_merge import Graph, describe_user, discard, limit_problem, loads_of
-from fusec.passes.pad_matmuls import MATMULS, WHEN, graph_device
+from fusec.passes.pad_matmuls import MATMULS, check_when, skipped_here
 from fusec.passes.reduction_fusion import join
+from fusec.passes.schedule_kernels import only_16_bit_floats
 from fusec.passes.vertical_fusion import traps_on_zero
 
 PASS = "matmul-epilogues"
@@ -85,8 +86,7 @@ class MatmulEpilogues(ModulePass):
 
     def __post_init__(self) -> None:
         parse_size_hints(self.size_hints)
-        if self.when not in WHEN:
-            raise ValueError(f"when must be one of {', '.join(WHEN)}, got {self.when!r}")
+        check_when(self.when)
         if not 0 < self.efficiency <= 2:
             raise ValueError(f"efficiency must be in (0, 2], got {self.efficiency}")
 
@@ -97,7 +97,7 @@ class MatmulEpilogues(ModulePass):
             matmuls = [x for x in graph_op.block.ops if isinstance(x, F.ExternOp) and x.target.data in MATMULS]
             if not matmuls:
                 continue
-            if self.when == "accelerator" and graph_device(graph_op) in (None, "cpu"):
+            if skipped_here(graph_op, self.when):
                 remarks.emit(PASS, "epilogues-skipped", "matmuls stay library calls: the IR marks no accelerator for "
                              "this graph (when=always fuses anyway)", graph_op)
                 continue
@@ -176,12 +176,8 @@ def matmul_kernel(mm: _Matmul, name: str) -> F.KernelOp:
     value = total if et == F.F32 else kb.add(F.PointwiseOp("convert", [total], et))
     kb.store(value, mm.product_type, X)
     kernel = kb.finish(name, mm.domain)
-    kernel.properties["matmul"] = _exprs([batch, m, n])
+    kernel.mark_matmul([batch, m, n])
     return kernel
-
-
-def _exprs(values) -> ArrayAttr:
-    return ArrayAttr([ExprAttr.of(v) for v in values])
 
 
 @dataclass
@@ -293,24 +289,21 @@ class _Fuser:
 
     def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement) -> None:
         what = extern.target.data
-        kernel = matmul_kernel(mm, "fusec_mm")
-        self.graph.block.insert_op_before(kernel, extern)
-        self.graph._pos = None
+        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"))
+        self.graph.insert(kernel, extern)
         mm.product.replace_all_uses_with(kernel.outputs[0])
         merged, replaced = join(kernel, epilogue, placement.mapping, self.graph, placement.valid)
         problem = limit_problem(merged, self.options.max_ops, self.options.max_inputs)
         if problem is not None:  # the product goes back to cuBLAS
             discard(merged)
             kernel.outputs[0].replace_all_uses_with(mm.product)
-            self.graph.block.erase_op(kernel)
-            self.graph._pos = None
+            self.graph.erase(kernel)
             self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
             return
-        merged.properties["matmul"] = kernel.properties["matmul"]
-        merged.properties["sym_name"] = StringAttr("fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"))
+        merged.mark_matmul(mm.dims[:3])
+        merged.properties["sym_name"] = kernel.sym_name
         self.graph.install(merged, replaced, [epilogue, kernel], anchor=epilogue)
-        self.graph.block.erase_op(extern)
-        self.graph._pos = None
+        self.graph.erase(extern)
         kept = f"; the product is also stored for {_readers(others)}" if others else ""
         if placement.valid is not None:
             kept += f"; the epilogue runs on its first {shapes.print_expr(placement.valid[1])} columns"
@@ -333,7 +326,7 @@ def _slow_functions(epilogue: F.KernelOp, mm: _Matmul) -> list[str]:
     """The epilogue's functions that would be slow after the main loop (``SLOW_FUNCTIONS``), in body order."""
     stored = [mm.product_type.element_type] + [tensor_type_of(st.buffer).element_type for st in epilogue.block.ops
                                                if isinstance(st, F.StoreOp)]
-    approx_tanh = all(t in (F.BF16, F.F16) or not dtypes.of_ir(t).is_float for t in stored)
+    approx_tanh = only_16_bit_floats(stored)  # as schedule-kernels will decide it for the joined kernel
     slow = [op.fn.data for op in epilogue.block.ops if isinstance(op, F.PointwiseOp) and op.fn.data in SLOW_FUNCTIONS
             and not (op.fn.data == "tanh" and approx_tanh)]
     return list(dict.fromkeys(slow))

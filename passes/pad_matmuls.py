@@ -59,6 +59,18 @@ def graph_device(graph: F.GraphOp) -> str | None:
     return device if isinstance(device, str) else None
 
 
+def check_when(when: str) -> None:
+    """A bad ``when`` option (of the passes that act on accelerator graphs only by default) is a bad option now."""
+    if when not in WHEN:
+        raise ValueError(f"when must be one of {', '.join(WHEN)}, got {when!r}")
+
+
+def skipped_here(graph: F.GraphOp, when: str) -> bool:
+    """Whether ``when`` leaves ``graph`` as it is: ``never``, or ``accelerator`` on a graph the IR marks as running on
+    none (IR parsed from text without the mark counts as unmarked)."""
+    return when == "never" or (when == "accelerator" and graph_device(graph) in (None, "cpu"))
+
+
 def _element_type(extern: F.ExternOp):
     t = extern.outputs[0].type if len(extern.outputs) == 1 else None
     return t.element_type if isinstance(t, TensorType) else None
@@ -91,8 +103,7 @@ class PadMatmuls(ModulePass):
 
     def __post_init__(self) -> None:
         parse_size_hints(self.size_hints)  # a malformed hint is a bad option now, not a crash later
-        if self.when not in WHEN:
-            raise ValueError(f"when must be one of {', '.join(WHEN)}, got {self.when!r}")
+        check_when(self.when)
         if self.alignment_bytes <= 0:
             raise ValueError(f"alignment-bytes must be positive, got {self.alignment_bytes}")
 
@@ -101,7 +112,7 @@ class PadMatmuls(ModulePass):
             return
         for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
             matmuls = [x for x in graph.block.ops if isinstance(x, F.ExternOp) and x.target.data in MATMULS]
-            if self.when == "accelerator" and graph_device(graph) in (None, "cpu"):
+            if skipped_here(graph, self.when):
                 if matmuls:
                     # One text for "cpu" and for no mark (IR parsed from text): replays print the same remarks.
                     remarks.emit(self.name, "padding-skipped", "matmuls keep their sizes: the IR marks no accelerator "

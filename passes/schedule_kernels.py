@@ -40,7 +40,6 @@ Options:
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,9 +51,10 @@ from xdsl.passes import ModulePass
 
 from fusec.analysis import heuristics
 from fusec.base import dtypes, remarks
-from fusec.base.shapes import value_range
+from fusec.base.shapes import next_power_of_2, value_range
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
+from fusec.passes.kernel_index import matmul_product
 
 PASS = "schedule-kernels"
 INT32_LIMIT = 2**31
@@ -64,19 +64,17 @@ DEFAULT_MAX_RBLOCK = 4096
 Bounds = Mapping[str, tuple[float, float]]
 
 
-def _graph_mark(kernel: F.KernelOp, mark: str):
+def _enclosing_graph(kernel: F.KernelOp) -> F.GraphOp | None:
     op: Operation | None = kernel
     while op is not None and not isinstance(op, F.GraphOp):
         op = op.parent_op()
-    return None if op is None else op.mark(mark)
+    return op
 
 
 def symbol_bounds(kernel: F.KernelOp) -> dict[str, tuple[float, float]]:
     """Each size symbol's declared [lower, upper] in the enclosing graph (upper may be inf); none outside one."""
-    op: Operation | None = kernel
-    while op is not None and not isinstance(op, F.GraphOp):
-        op = op.parent_op()
-    return {} if op is None else op.symbol_bounds
+    graph = _enclosing_graph(kernel)
+    return {} if graph is None else graph.symbol_bounds
 
 
 def persistent_limit(outer: bool, persistent_threshold: int) -> int:
@@ -137,49 +135,33 @@ def kernel_name(base: str, kind: str) -> str:
     return base if base.isidentifier() else re.sub(r"\W", "_", base)
 
 
-def matmul_tiles(kernel: F.KernelOp, bounds: Bounds, tf32: bool = False) -> F.MatmulTiles:
+def matmul_tiles(kernel: F.KernelOp, bounds: Bounds) -> F.MatmulTiles:
     """A matmul kernel's tiles, by a closed form on its sizes' upper bounds (a symbolic M or N is taken as large:
     the tile must serve every size the bounds admit, and small sizes only waste masked lanes) and its operands'
     element size: [128, 128] tiles of 4 warps, 3 stages (96 KiB of shared memory: two programs share an SM, one's
     epilogue runs beside the other's main loop), or the smallest power of 2 of at least 16 (``tl.dot``'s
     minimum) for a smaller M or N; k in steps of 128 bytes of each operand row; groups of 8 row blocks share B's
     column tiles in L2.  Measured on 8192x1024 @ 1024x4096 bf16 (H200, scratch probes of 2026-11-27): 117 us
-    against cuBLAS's 97.7; [256, 128] x 8 warps 121, [128, 256] x 8 warps 143 (one program an SM)."""
+    against cuBLAS's 97.7; [256, 128] x 8 warps 121, [128, 256] x 8 warps 143 (one program an SM).  Its precision:
+    TF32 where the graph's ``float32_matmul_precision`` allows it, an approximate tanh where it stores only 16-bit
+    floats."""
     batch, m, n = kernel.matmul_dims or (1, 1, 1)
     m_hi, n_hi = (value_range(d, bounds)[1] for d in (m, n))
-    element = max((dtype_bytes(ld.result.type) for ld in _operand_loads(kernel)), default=4)
-    block_m = 128 if m_hi >= 128 else max(16, _pow2_at_least(m_hi))
-    block_n = 128 if n_hi >= 128 else max(16, _pow2_at_least(n_hi))
+    product = matmul_product(kernel)
+    element = max(dtypes.of_ir(ld.result.type).bytes for ld in product.loads) if product is not None else 4
+    block_m = 128 if m_hi >= 128 else max(16, next_power_of_2(int(m_hi)))
+    block_n = 128 if n_hi >= 128 else max(16, next_power_of_2(int(n_hi)))
     block_k = max(16, 128 // element)
-    return F.MatmulTiles(block_m, block_n, block_k, 4, 3, 8, tf32, approx_tanh=stores_only_16_bit_floats(kernel))
-
-
-def stores_only_16_bit_floats(kernel: F.KernelOp) -> bool:
-    """Every float the kernel stores is rounded to bf16 or fp16 (an approximate tanh is then as good as an exact one)."""
+    graph = _enclosing_graph(kernel)
+    tf32 = graph is not None and graph.mark(F.FLOAT32_MATMUL_PRECISION_MARK) in ("high", "medium")
     stored = [tensor_type_of(st.buffer).element_type for st in kernel.block.ops if isinstance(st, F.StoreOp)]
-    return all(t in (F.BF16, F.F16) or not dtypes.of_ir(t).kind == "float" for t in stored)
+    return F.MatmulTiles(block_m, block_n, block_k, 4, 3, 8, tf32, approx_tanh=only_16_bit_floats(stored))
 
 
-def _operand_loads(kernel: F.KernelOp) -> list[F.LoadOp]:
-    """A matmul kernel's loads of A and B: the operands (maybe converted) of the product its reduction sums."""
-    loads = []
-    for reduce in (op for op in kernel.block.ops if isinstance(op, F.ReduceROp)):
-        mul = reduce.input.owner
-        for v in mul.inputs if isinstance(mul, F.PointwiseOp) else ():
-            op = v.owner
-            if isinstance(op, F.PointwiseOp) and op.fn.data == "convert":
-                op = op.inputs[0].owner
-            if isinstance(op, F.LoadOp):
-                loads.append(op)
-    return loads
-
-
-def _pow2_at_least(n: float) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
-
-
-def dtype_bytes(element_type) -> int:
-    return dtypes.of_ir(element_type).bytes
+def only_16_bit_floats(element_types) -> bool:
+    """No float among them wider than 16 bits (what a kernel stores: an approximate tanh is then as good as an exact
+    one, its error below the rounding)."""
+    return all(t in (F.BF16, F.F16) or not dtypes.of_ir(t).is_float for t in element_types)
 
 
 def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
@@ -191,11 +173,10 @@ def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: in
     ``matmul_tiles``)."""
     if kernel.is_matmul:
         index = "int64" if needs_int64(kernel, bounds) else "int32"
-        tf32 = _graph_mark(kernel, F.FLOAT32_MATMUL_PRECISION_MARK) in ("high", "medium")
         tiles = matmul_tiles(kernel, bounds)
         if matmul_tile is not None:  # the user's tile, warps and stages; the precision choices stay the kernel's
-            tiles = dataclasses.replace(matmul_tile, approx_tanh=tiles.approx_tanh)
-        return F.KernelSchedule("matmul", index, tiles=dataclasses.replace(tiles, tf32=tf32)), kernel_name(kernel.sym_name.data, "matmul")
+            tiles = dataclasses.replace(matmul_tile, tf32=tiles.tf32, approx_tanh=tiles.approx_tanh)
+        return F.KernelSchedule("matmul", index, tiles=tiles), kernel_name(kernel.sym_name.data, "matmul")
     outer = kernel.is_outer_reduction  # False for pointwise and tiled kernels; computed once (it walks the body)
     limit = persistent_limit(outer, persistent_threshold)
     kind = schedule_kind(kernel, bounds, limit)
@@ -226,10 +207,11 @@ class ScheduleKernels(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         renamed: dict[str, str] = {}
+        matmul_tile = parse_matmul_tile(self.matmul_tile)
         for kernel in op.walk():
             if isinstance(kernel, F.KernelOp):
                 schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock,
-                                                 self.runtime_persistent, parse_matmul_tile(self.matmul_tile))
+                                                 self.runtime_persistent, matmul_tile)
                 kernel.record_schedule(schedule)
                 if name != kernel.sym_name.data:
                     renamed[f"@{kernel.sym_name.data}"] = f"@{name}"
