@@ -3,7 +3,8 @@
     python bench/models.py [--models gpt2,bert,vit,resnet,llama] [--dtypes bf16,fp32] [--modes infer,train]
                            [--backends fusec,inductor,inductor-combo] [--dynamic] [--calls 20] [--json out.json]
 
-Backends: fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs), fusec-cl (channels-last in training too),
+Backends: eager (no compile: its kernels and device time), fusec, fusec-unpadded, fusec-pooling, fusec-ro (CUDA graphs),
+fusec-cl (channels-last in training too), fusec-math-attention (sdpa masks as traced: dense_attention_masks off),
 fusec+PASS{OPTIONS}+... (the default pipeline with those passes' options);
 inductor, inductor-combo, and each with ``-ro`` (mode="reduce-overhead": CUDA graphs).
 
@@ -158,7 +159,9 @@ def one(args) -> dict:
     want = run(model, data)
     want_grads = grads(model) if args.mode == "train" else {}
     compiled = model
-    if args.backend.startswith("fusec"):
+    if args.backend == "eager":
+        pass
+    elif args.backend.startswith("fusec"):
         compiled.compile(backend="fusec", dynamic=args.dynamic or None, options=fusec_variant(args.backend))
     else:
         import torch._inductor.config as ic
@@ -230,7 +233,8 @@ def fusec_variant(name: str) -> dict:
         from fusec.pipeline import default_pipeline_spec
 
         return {"pipeline": default_pipeline_spec().replace("pad-matmuls,", "")}
-    return {"fusec": {}, "fusec-pooling": {"native_pooling": True}, "fusec-ro": {"cudagraphs": True}}[name]
+    return {"fusec": {}, "fusec-pooling": {"native_pooling": True}, "fusec-ro": {"cudagraphs": True},
+            "fusec-math-attention": {"dense_attention_masks": False}}[name]
 
 
 def failure(stderr: str) -> str:

@@ -72,6 +72,7 @@ class BackendOptions:
     native_pooling: bool = False  # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls
     cudagraphs: bool = False  # replay each graph's launches as a CUDA graph (fusec.runtime.cudagraphs)
     overlap_collectives: bool = False  # torch's collective bucketing and overlap scheduling before import
+    dense_attention_masks: bool = True  # sdpa masks laid out for torch's fused kernels (fusec.frontend.attention_masks)
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -92,10 +93,11 @@ class BackendOptions:
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
         pooling, graphs, overlap = (_flag(options, name) for name in ("native_pooling", "cudagraphs", "overlap_collectives"))
+        dense_masks = _flag({"dense_attention_masks": True} | options, "dense_attention_masks")
         if graphs and execute == "interpret":
             raise BackendOptionError("fusec: option 'cudagraphs' needs execute='triton' (the interpreter launches nothing)")
         return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling,
-                              graphs, overlap)
+                              graphs, overlap, dense_masks)
 
     def pipeline_spec(self) -> str:
         from fusec.pipeline import default_pipeline_spec, read_pipeline_file
@@ -142,7 +144,12 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
         # meanwhile (_compile_ahead).  Torch before 2.10 has no such switch: the backward then compiles lazily.
         if start_early(options.compile_workers) and hasattr(torch._functorch.config, "force_non_lazy_backward_lowering"):
             config["force_non_lazy_backward_lowering"] = True
-    compiler = functools.partial(compile_graph, options=options)
+    with remarks.collect() as traced_log:  # remarks about Dynamo's graph: reported with the graphs made from it
+        if options.dense_attention_masks:
+            from fusec.frontend.attention_masks import dense_attention_masks
+
+            gm = dense_attention_masks(gm)
+    compiler = functools.partial(compile_graph, options=options, traced_remarks=tuple(traced_log.remarks))
     with torch._functorch.config.patch(config):
         return _aot_compile(gm, example_inputs, compiler, options)
 
@@ -165,10 +172,12 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence, compiler, o
     )(gm, example_inputs)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: str, options: BackendOptions):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: str, options: BackendOptions,
+                  traced_remarks: tuple[remarks.Remark, ...] = ()):
     """One aten graph -> a boxed function (a list of arguments in, a list of outputs out)."""
     with _collecting_young_objects_only():
-        return _compile_graph(gm, example_inputs, kind=kind, options=options)
+        return _compile_graph(gm, example_inputs, kind=kind, options=options,
+                              traced_remarks=traced_remarks if kind != "backward" else ())
 
 
 @contextlib.contextmanager
@@ -184,7 +193,8 @@ def _collecting_young_objects_only():
         gc.unfreeze()
 
 
-def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: str, options: BackendOptions):
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: str, options: BackendOptions,
+                   traced_remarks: tuple[remarks.Remark, ...]):
     from fusec.pipeline import run_pipeline
     from fusec.registry import make_context
     from fusec.report import trace
@@ -193,6 +203,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     dump = options.dump_dir / name if options.dump_dir is not None else None
     started = time.perf_counter()
     with remarks.collect() as import_log:
+        import_log.remarks.extend(traced_remarks)
         if options.overlap_collectives:
             from fusec.frontend.collective_overlap import schedule_collective_overlap
 

@@ -41,9 +41,9 @@ def watch_compiles():
     log = CompileLog()
     compile_graph, eager, import_graph = backend.compile_graph, backend._eager, backend.import_graph
 
-    def counted(gm, example_inputs, *, kind, options):
+    def counted(gm, example_inputs, *, kind, options, **more):
         log.graphs[kind] += 1
-        return compile_graph(gm, example_inputs, kind=kind, options=options)
+        return compile_graph(gm, example_inputs, kind=kind, options=options, **more)
 
     def fell_back(gm, name, reason, dump):
         log.eager.append(f"{name}: {reason}")

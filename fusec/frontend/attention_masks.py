@@ -1,0 +1,156 @@
+"""Attention masks that torch's fused attention kernels accept, before AOTAutograd chooses the kernel.
+
+``scaled_dot_product_attention`` picks its kernel (cuDNN, flash, memory-efficient or the
+math decomposition) from its arguments' dtypes, sizes and layouts when AOTAutograd traces
+it, and the graph fusec receives holds whatever it picked.  Under ``torch.compile``,
+transformers cannot test a padding mask for all-true, so BERT and ViT pass sdpa a bool
+mask made by broadcasting (``[B, 1, T, T]``, strides ``(0, T, 1, 0)``) where eager passes
+none.  The fused kernels need a mask dense along the keys: with that one the trace picks
+the math decomposition (two bmms in fp32 around a softmax), 10x the fused kernel's time
+(H200, BERT's attention in bf16: 315 us against 29; BENCHMARKS.md).
+
+``dense_attention_masks`` rewrites Dynamo's graph before AOTAutograd traces it: where the
+mask's layout is the only reason the fused kernels decline (torch's own choice, asked of
+the traced arguments and of the same arguments with a dense mask), sdpa gets a dense
+additive mask in the query's dtype, 0 where a position is attended and -inf where not:
+the values torch's composite makes from a bool mask itself before it calls a fused kernel
+(``convert_boolean_attn_mask``), computed here by a fusec kernel from the mask's own
+producer.  Each rewrite is a remark; so is an attention that stays the math decomposition
+for another reason, so that the report says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+import torch.fx
+
+from fusec.base import remarks
+
+PASS = "dense-attention-masks"
+_SDPA = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention)
+_NAMES = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
+
+Chooser = Callable[..., bool | None]
+_FUSED = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+          "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+          "_scaled_dot_product_fused_attention_overrideable")
+
+
+def torch_fuses(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                enable_gqa=False) -> bool | None:
+    """Whether torch runs this sdpa call, traced, as one of its fused kernels (None: the call fails to trace).
+
+    Asked by tracing the call as AOTAutograd will (``make_fx`` over the same fake tensors): torch's composite
+    picks the kernel in C++ from the tensors' metadata, while the ``_fused_sdp_choice`` op called on fake
+    tensors answers from its meta kernel (always math).  Tests replace this function to play another
+    machine's rules.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def call(q, k, v, m):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=dropout_p, is_causal=is_causal,
+                                                                scale=scale, enable_gqa=enable_gqa)
+
+    try:
+        with getattr(query, "fake_mode", None) or contextlib.nullcontext():
+            traced = make_fx(call)(query, key, value, attn_mask)
+    except Exception:  # noqa: BLE001 -- the user's call itself is wrong: torch says so when it runs
+        return None
+    return any(getattr(n.target, "_opname", None) in _FUSED for n in traced.graph.nodes)
+
+
+def dense_attention_masks(gm: torch.fx.GraphModule, choose: Chooser | None = None) -> torch.fx.GraphModule:
+    """Give every sdpa call whose mask layout alone keeps it off the fused kernels a dense additive mask.
+
+    ``choose``: whether torch fuses a call with these arguments (default ``torch_fuses``).
+    """
+    fuses = choose or torch_fuses
+    dense_of: dict[tuple[torch.fx.Node, torch.dtype], torch.fx.Node] = {}  # one dense mask per mask and dtype
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in _SDPA:
+            continue
+        args = _bound(node)
+        mask = args.get("attn_mask")
+        values = {name: _value(arg) for name, arg in args.items()}
+        query, mask_value = values.get("query"), values.get("attn_mask")
+        if not isinstance(query, torch.Tensor) or not isinstance(mask, torch.fx.Node) or not isinstance(mask_value, torch.Tensor):
+            continue
+        where = _where(node)
+        if _fused(fuses, values) is not False:
+            continue
+        dense = _dense_like(mask_value, query.dtype)
+        if dense is None or _fused(fuses, {**values, "attn_mask": dense}) is not True:
+            remarks.emit(PASS, "math-attention", f"attention{where} runs as the math decomposition (bmm, softmax, "
+                         "bmm) with a dense mask too: torch's fused kernels decline its dtypes, sizes or options")
+            continue
+        key = (mask, query.dtype)
+        if key not in dense_of:
+            with gm.graph.inserting_before(node):  # before its first user, in order
+                dense_of[key] = _additive_mask(gm.graph, mask, mask_value, query.dtype)
+        _set_mask(node, dense_of[key])
+        changed = True
+        remarks.emit(PASS, "dense-mask", f"attention{where}: its {_layout(mask_value)} mask keeps it off torch's "
+                     f"fused kernels (math decomposition); given a dense {_short(query.dtype)} additive mask instead")
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return gm
+
+
+def _bound(node: torch.fx.Node) -> dict:
+    args = dict(zip(_NAMES, node.args, strict=False))
+    args.update(node.kwargs)
+    return args
+
+
+def _value(arg):
+    return arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else arg
+
+
+def _fused(fuses: Chooser, values: dict) -> bool | None:
+    return fuses(values["query"], values["key"], values["value"], values.get("attn_mask"), values.get("dropout_p", 0.0),
+                 values.get("is_causal", False), scale=values.get("scale"), enable_gqa=values.get("enable_gqa", False))
+
+
+def _dense_like(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """A contiguous tensor of the additive mask's size and dtype, in the mask's fake mode."""
+    mode = getattr(mask, "fake_mode", None)
+    if mode is None:
+        return None
+    with mode:
+        return torch.empty(mask.shape, dtype=dtype if mask.dtype == torch.bool else mask.dtype, device=mask.device)
+
+
+def _additive_mask(graph: torch.fx.Graph, mask: torch.fx.Node, value: torch.Tensor, dtype: torch.dtype) -> torch.fx.Node:
+    """``where(mask, 0, -inf)`` in ``dtype`` (a float mask: itself), made contiguous."""
+    if value.dtype == torch.bool:
+        additive = graph.call_function(torch.where, (mask, 0.0, float("-inf")))
+        additive = graph.call_method("to", (additive, dtype))
+    else:
+        additive = mask
+    return graph.call_method("contiguous", (additive,))
+
+
+def _set_mask(node: torch.fx.Node, dense: torch.fx.Node) -> None:
+    if "attn_mask" in node.kwargs:
+        node.update_kwarg("attn_mask", dense)
+    else:
+        node.update_arg(_NAMES.index("attn_mask"), dense)
+
+
+def _where(node: torch.fx.Node) -> str:
+    stack = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
+    return f" ({lines[-1]})" if lines else f" ({node.name})"
+
+
+def _layout(mask: torch.Tensor) -> str:
+    return f"{_short(mask.dtype)} {list(mask.shape)} strides {list(mask.stride())}"
+
+
+def _short(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
