@@ -227,7 +227,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     checks = "layout" if kind == "backward" else "alignment"
     warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
     if warm is not None and warm[1] is not None:
-        _compile_ahead(warm[1], example_inputs, info)
+        _compile_ahead(warm[1], example_inputs, info, skip_cached=True)
         return _runner(gm, info, warm[1], kind, options)
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
@@ -257,7 +257,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     return _runner(gm, info, executor, kind, options)
 
 
-def _compile_ahead(executor, example_inputs: Sequence, info: ImportInfo) -> None:
+def _compile_ahead(executor, example_inputs: Sequence, info: ImportInfo, skip_cached: bool = False) -> None:
     """Send a graph's Triton compiles to the pool now, from meta tensors laid out as its example inputs: they
     compile while AOTAutograd compiles the next graph (a forward's backward, which fusec asks for eagerly for
     this reason) and Dynamo finishes, instead of when the graph is first called.  Under symbolic sizes the
@@ -276,7 +276,7 @@ def _compile_ahead(executor, example_inputs: Sequence, info: ImportInfo) -> None
             return
         tensors += [_meta_like(c) for c in info.constants]
         one = torch.empty(1, dtype=torch.int8, device="meta")
-        sent = executor.compile_ahead(tensors + [one.expand(n) for n in carriers])
+        sent = executor.compile_ahead(tensors + [one.expand(n) for n in carriers], skip_cached)
     if sent:
         from fusec.base.progress import logger
 

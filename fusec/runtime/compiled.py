@@ -147,17 +147,24 @@ class CompiledGraph:
             self.pool.compile(requests, progress)
         return len(requests)
 
-    def compile_ahead(self, inputs: Sequence[torch.Tensor]) -> int:
+    def compile_ahead(self, inputs: Sequence[torch.Tensor], skip_cached: bool = False) -> int:
         """Send this graph's compiles to the pool now, without waiting: ``inputs`` are meta tensors with the
         real inputs' shapes, strides, storage offsets and dtypes (a meta tensor's ``data_ptr`` is its offset
         in bytes, so Triton specialises on alignment as it will for the real ones, whose allocations are
         aligned).  The first call then waits only for what is still compiling; if it specialises otherwise
-        (an input of another alignment), it compiles that as before.  Returns how many compiles were sent."""
+        (an input of another alignment), it compiles that as before.  Returns how many compiles were sent.
+
+        ``skip_cached`` (a graph from the warm start, whose binaries are likely on disk): what Triton's disk cache
+        holds is not sent, the launch loads it in milliseconds; else nothing is looked up (milliseconds a kernel,
+        in the process the first call waits for) and a worker's compile finds a cached binary itself.  Sent
+        anyway, a warm graph's first call waited for workers still starting (GPT-2, H200: 2.1 s).
+        """
         if not self.pool.parallel or not self.launcher.kernels:
             return 0
-        # Not looked up in Triton's disk cache here (milliseconds a kernel, in the process the first call waits
-        # for): a worker's compile finds a cached binary itself.
-        return self.pool.submit(self._collect(inputs, torch.empty_strided))
+        requests = self._collect(inputs, torch.empty_strided)
+        if skip_cached:
+            requests = [r for r in requests if not on_disk(r)]
+        return self.pool.submit(requests)
 
     def _collect(self, inputs: Sequence[torch.Tensor], empty=None) -> list[CompileRequest]:
         """What the launcher's Triton launches would compile for ``inputs`` (nothing launches; ``empty``

@@ -255,8 +255,8 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
     sent, late = [], []
     ahead, precompile = compiled_module.CompiledGraph.compile_ahead, compiled_module.CompiledGraph.precompile
 
-    def count_ahead(self, inputs):
-        sent.append(ahead(self, inputs))
+    def count_ahead(self, inputs, skip_cached=False):
+        sent.append(ahead(self, inputs, skip_cached))
         return sent[-1]
 
     def count_late(self, inputs):
@@ -282,6 +282,14 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
     torch.testing.assert_close(got_grad, w.grad)
     assert len(sent) == 2 and all(n > 0 for n in sent), sent  # forward and backward, each sent its compiles
     assert not late, [r.name for r in late]  # the first calls specialised as the meta inputs did
+
+    # A warm start (as a second process: the graphs from the cache, a new pool) sends nothing: the binaries are
+    # on disk, and waiting for workers to start and load them cost more than loading them here.
+    torch._dynamo.reset()
+    monkeypatch.setattr(compile_pool, "_pools", {})
+    again = torch.compile(step, backend="fusec", dynamic=dynamic, options={"compile_workers": 2})(x, w)
+    torch.testing.assert_close(again, want)
+    assert sent[2:] == [0, 0], sent
     torch._dynamo.reset()
 
 
