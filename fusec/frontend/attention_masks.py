@@ -67,7 +67,7 @@ def dense_attention_masks(gm: torch.fx.GraphModule, choose: Chooser | None = Non
 
     ``choose``: whether torch fuses a call with these arguments (default ``torch_fuses``).
     """
-    fuses = choose or torch_fuses
+    fuses = _remembered(choose or torch_fuses)  # every layer asks alike: one trace (5 ms) per distinct call
     dense_of: dict[tuple[torch.fx.Node, torch.dtype], torch.fx.Node] = {}  # one dense mask per mask and dtype
     changed = False
     for node in list(gm.graph.nodes):
@@ -99,6 +99,26 @@ def dense_attention_masks(gm: torch.fx.GraphModule, choose: Chooser | None = Non
         gm.graph.lint()
         gm.recompile()
     return gm
+
+
+def _remembered(fuses: Chooser) -> Chooser:
+    answers: dict[tuple, bool | None] = {}
+
+    def asked(*args, **kwargs):
+        key = tuple(_signature(a) for a in args) + tuple((k, _signature(v)) for k, v in sorted(kwargs.items()))
+        if key not in answers:
+            answers[key] = fuses(*args, **kwargs)
+        return answers[key]
+
+    return asked
+
+
+def _signature(value) -> object:
+    """What torch's kernel choice can depend on: a tensor's sizes, strides, dtype, device and offset (sizes as their
+    symbols under symbolic shapes), or the value itself."""
+    if isinstance(value, torch.Tensor):
+        return (str(tuple(value.shape)), str(value.stride()), value.dtype, str(value.device), str(value.storage_offset()))
+    return value
 
 
 def _bound(node: torch.fx.Node) -> dict:

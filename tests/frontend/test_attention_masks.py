@@ -149,3 +149,23 @@ def test_torch_is_asked_as_aotautograd_traces(dynamic):
 
     torch.compile(attention, backend=backend, dynamic=dynamic)(*inputs())
     assert answers == [True, False, None]
+
+
+def test_torch_is_asked_once_per_distinct_call(monkeypatch):
+    asked = []
+
+    def counting(*args, **kwargs):
+        asked.append(args[3].stride())
+        return cuda_rule(*args, **kwargs)
+
+    monkeypatch.setattr(attention_masks, "torch_fuses", counting)
+
+    def layers(q, k, v, keep):
+        mask = keep[None, None, :, None].expand(q.shape[0], 1, q.shape[2], q.shape[2])
+        for _ in range(4):
+            q = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return q
+
+    args = inputs()
+    torch.testing.assert_close(torch.compile(layers, backend="fusec")(*args), layers(*args))
+    assert len(asked) == 2, asked  # the traced mask, then the dense one: not once per layer
