@@ -22,7 +22,9 @@ P's body ops other than stores (loads count: they are traffic):
   * P read only by C, at one index: always fuse; P disappears ("move").
   * P also read elsewhere (another kernel, an extern, the graph output) and C
     reads it at an index covering P's whole domain once (``x``, or ``rnumel*x + r``
-    in a reduction): C also stores P ("materialise"), P disappears.
+    in a reduction): C also stores P ("materialise"), P disappears.  With ``keep-narrow``,
+    not into a C that only widens P (an upcast its readers each recompute): P waits
+    ("materialise-later") and is stored, narrow, by one of C's readers.
   * first, where every reader recomputing P moves fewer bytes than C storing it for the others
     and the ops fit in the time saved (``recompute_pays``: a one-hot from an iota, an upcast), or
     else if ``cost(P) <= recompute-max-ops``: C recomputes P; P stays for its other readers
@@ -161,7 +163,7 @@ def plan_across_domains(p: F.KernelOp, c: F.KernelOp, graph: Graph, hints: SizeH
         f"{cost:.3g} us > max-recompute={max_recompute:g} x saving {estimate.bytes_saved} B and {launch} ({gain:.3g} us)")
 
 
-def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: int) -> Plan | Decline:
+def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: int, keep_narrow: bool = False) -> Plan | Decline:
     """The cost rule over equal domains (see the module docstring)."""
     loads = [load for load, _ in loads_of(c, p.results)]
     sites = {(load.index.data, load.mask) for load in loads}
@@ -177,12 +179,35 @@ def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: in
         return Plan("recompute")
     cover = next((ld.index.data for ld in loads if ld.mask is None and covers_domain(ld.index.data, c.domain_exprs)), None)
     cycle = cover is not None and graph.reaches(p, c)
+    if keep_narrow and cover is not None and not cycle and (len(sites) == 1 or cheap) and only_widens(c, graph):
+        return WAIT, (f"{describe(c)} only widens what it reads and its readers will each take it in: stored there, "
+                      f"{describe(p)} would be recomputed with it; it waits to be stored, narrow, by one of them")
     if cover is not None and not cycle and (len(sites) == 1 or cheap):
         keep = tuple(j for j, r in enumerate(p.results) if any(u is not c for u in graph.readers(r)))
         return Plan("materialise", keep, cover)
     if cheap:
         return Plan("recompute")
     return _must_stay(p, c, others, cover, cycle, len(sites), recompute_max_ops)
+
+
+WAIT = "materialise-later"
+
+
+def only_widens(c: F.KernelOp, graph: Graph) -> bool:
+    """Whether C only loads a value, converts it to a wider float and stores it (a norm's upcast of the residual
+    stream), and every reader may take it in: they will each recompute it (``recompute_pays``), and a producer
+    stored by C would go with it into each, which for a sum of earlier layers' outputs means summing the residual
+    stream again from the first layer in every norm (GPT-2's and Llama's inference graphs)."""
+    ops = list(c.block.ops)
+    if c.is_reduction or len(ops) != 3 or not isinstance(ops[0], F.LoadOp) or not isinstance(ops[2], F.StoreOp):
+        return False
+    widen = ops[1]
+    if not (isinstance(widen, F.PointwiseOp) and widen.fn.data == "convert" and F.is_float(widen.result.type)
+            and cost_model.element_bytes(ops[0].result.type) < cost_model.element_bytes(widen.result.type)):
+        return False
+    readers = graph.users(c)
+    return bool(readers) and all(isinstance(u, F.KernelOp) and legality(c, u) is None and same_domain(c, u)
+                                 for u in readers)
 
 
 def recompute_pays(p: F.KernelOp, others: list, sites: int) -> bool:
@@ -273,6 +298,7 @@ class VerticalFuser:
     def __post_init__(self):
         self.declines = Declines(PASS)
         self.tried: set[tuple] = set()
+        self.waiting = False
 
     def run(self) -> None:
         work = Worklist(self.graph, [k for k in self.graph.kernels() if not k.is_reduction])
@@ -296,16 +322,18 @@ class VerticalFuser:
             if isinstance(c, F.KernelOp) and key not in self.tried:
                 self.tried.add(key)
                 merged = self._try(p, c)
-                if merged is not None:
+                if merged is not None or self.waiting:  # waiting: tried again once C has gone into its readers
+                    self.waiting = False
                     return merged
         return None
 
     def _try(self, p: F.KernelOp, c: F.KernelOp) -> F.KernelOp | None:
         limit = self.options.recompute_max_ops
         decision = legality(p, c) or (
-            plan_merge(p, c, self.graph, limit) if same_domain(p, c)
+            plan_merge(p, c, self.graph, limit, self.options.keep_narrow) if same_domain(p, c)
             else plan_across_domains(p, c, self.graph, self.hints, self.options.max_recompute))
         if not isinstance(decision, Plan):
+            self.waiting = decision[0] == WAIT
             self.declines.record(*decision, p, c)
             return None
         return install_within_limits(self.graph, self.declines, inline_producer(p, c, decision, self.graph), (p, c),
@@ -318,7 +346,9 @@ class VerticalFusion(ModulePass):
 
     Options: max-ops (body ops of a merged kernel), max-inputs (its input buffers),
     recompute-max-ops (the largest producer recomputed rather than kept materialised, over equal domains),
-    max-recompute (over different domains: the most recomputed work may cost, as a multiple of what it saves).
+    max-recompute (over different domains: the most recomputed work may cost, as a multiple of what it saves),
+    keep-narrow (a value read through an upcast that its readers recompute is stored narrow by one of them
+    rather than by the upcast: ``only_widens``; off until measured on a GPU, see BENCHMARKS.md).
     """
 
     name = PASS
@@ -327,6 +357,7 @@ class VerticalFusion(ModulePass):
     max_inputs: int = 16
     recompute_max_ops: int = 8
     max_recompute: float = 1.0
+    keep_narrow: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:

@@ -247,3 +247,33 @@ def test_masked_read_of_an_integer_division_is_declined():
     fusec.output %k : {c}"""))
     assert len(kernels(module)) == 2  # masked-off lanes would divide by zero
     assert [n.code for n in notes] == ["masked-load"]
+
+
+def residual_stream(layers: int) -> str:
+    """A bf16 residual stream; each layer's norm-like readers see it through an fp32 upcast, and an extern (the
+    layer's matmul) adds the next term: GPT-2's and Llama's inference graphs in small."""
+    h, u, w = tensor_type("s0, 64", "bf16"), tensor_type("s0, 64"), tensor_type("64, 64")
+    lines, outs, stream = [], [], "%h0"
+    for i in range(1, layers + 1):
+        lines += [f'%u{i} = fusec.pointwise "convert" {stream} : ({h}) -> {u}',
+                  f'%q{i} = fusec.pointwise "mul" %u{i}, %u{i} : ({u}, {u}) -> {u}',
+                  f'%t{i} = fusec.pointwise "tanh" %u{i} : ({u}) -> {u}',
+                  f'%m{i}:1 = fusec.extern "aten.mm.default"(%t{i}, %w) : ({u}, {w}) -> ({u})',
+                  f'%c{i} = fusec.pointwise "convert" %m{i} : ({u}) -> {h}',
+                  f'%h{i} = fusec.pointwise "add" {stream}, %c{i} : ({h}, {h}) -> {h}']
+        outs.append(f"%q{i}")
+        stream = f"%h{i}"
+    body = "    " + "\n    ".join(lines) + f"\n    fusec.output {', '.join(outs)}, {stream} : {', '.join([u] * layers)}, {h}"
+    return graph_text(f"%h0 : {h}, %w : {w}", ", ".join([u] * layers + [h]), body, symbolic=True)
+
+
+@pytest.mark.parametrize("layers", [2, 4, 6])
+def test_keep_narrow_stores_the_stream_instead_of_recomputing_it(layers):
+    """keep-narrow: the upcasts go into their readers first, then the sums are stored narrow by one of them; the
+    default stores the sum where it is upcast and recomputes both in each reader: half a kernel more a layer
+    (its byte rule stops the recomputed history after two layers here).  Interpreter-checked by ``fuse``."""
+    narrow, _ = fuse(residual_stream(layers), keep_narrow=True)
+    default, _ = fuse(residual_stream(layers))
+    assert len(kernels(narrow)) == layers + 2
+    assert len(kernels(default)) == 3 * layers // 2 + 2
+    assert max(len(k.inputs) for k in kernels(narrow)) <= 3
