@@ -54,7 +54,7 @@ from xdsl.printer import Printer
 from fusec.base import env, remarks
 from fusec.dialects import fusec as F
 from fusec.frontend.decompositions import fusec_decompositions
-from fusec.frontend.importer import ImportInfo, UnsupportedGraph, import_graph, size_hint
+from fusec.frontend.importer import ImportInfo, UnsupportedGraph, import_graph, size_hint, strided_like_eager
 
 EXECUTE_MODES = ("triton", "interpret")
 
@@ -435,7 +435,11 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             if outputs[k] is not target:
                 target.copy_(outputs[k])
 
-    if info.carriers or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
+    fixed_strides = [(j, tuple(int(e) for e in slot.strides)) for j, slot in enumerate(info.outputs)
+                     if slot.strides is not None and all(e.is_Integer for e in slot.strides)]
+    symbolic_strides = any(slot.strides is not None and not all(e.is_Integer for e in slot.strides)
+                           for slot in info.outputs)
+    if info.carriers or symbolic_strides or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
         def run(args: list) -> list:
             symbols = info.bind_symbols(args)
             tensors = info.tensor_inputs(args, symbols)
@@ -458,7 +462,10 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             outputs = execute(tensors)
             if targets:
                 write_inputs(targets, outputs)
-            return [outputs[i] for i in picked]
+            result = [outputs[i] for i in picked]
+            for j, strides in fixed_strides:  # strided views of the graph's values: eager's strides (importer)
+                result[j] = strided_like_eager(result[j], strides)
+            return result
 
     setattr(run, "_boxed_call", True)  # noqa: B010 -- AOTAutograd's flag on a function object, unknown to the type checker
     return run

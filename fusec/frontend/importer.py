@@ -68,6 +68,9 @@ class OutputSlot:
     expr: sympy.Expr | None = None
     value: object = None
     dim_order: tuple[int, ...] | None = None  # tensor: eager's layout (outermost dim first) where dense, not row-major
+    # tensor: eager's strides of an output that is a strided view (not dense in any order) of a value the graph
+    # computes: fusec lays that value out itself, so the view's strides may differ (``strided_like_eager``)
+    strides: tuple[sympy.Expr, ...] | None = None
 
 
 @dataclass
@@ -147,7 +150,12 @@ class ImportInfo:
         out: list = []
         for slot in self.outputs:
             if slot.kind == "tensor":
-                out.append(in_dim_order(tensors[slot.index], slot.dim_order) if slot.dim_order else tensors[slot.index])
+                t = tensors[slot.index]
+                if slot.dim_order:
+                    t = in_dim_order(t, slot.dim_order)
+                elif slot.strides is not None:
+                    t = strided_like_eager(t, [shapes.evaluate(e, env) for e in slot.strides])
+                out.append(t)
             elif slot.kind == "symint":
                 out.append(shapes.evaluate(slot.expr, env))
             elif slot.kind == "input":
@@ -219,6 +227,17 @@ def in_dim_order(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     if [s for s, d in zip(t.stride(), t.shape, strict=True) if d > 1] == _dense_strides(t.shape, order):
         return t
     return torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def strided_like_eager(t: torch.Tensor, strides: Sequence[int]) -> torch.Tensor:
+    """``t`` with eager's ``strides`` (itself when it has them already, else a copy): an output that eager returns
+    as a strided view of an intermediate (a slice of a pointwise result on a transposed input) gets eager's
+    strides, though no tensor aliases it."""
+    if tuple(t.stride()) == tuple(strides):
+        return t
+    if all(a == b for a, b, n in zip(t.stride(), strides, t.shape, strict=True) if n > 1):
+        return t.as_strided(t.shape, tuple(strides), t.storage_offset())  # a size-1 dim's stride: no copy
+    return torch.empty_strided(t.shape, tuple(strides), dtype=t.dtype, device=t.device).copy_(t)
 
 
 # Higher-order ops that run a random op with a saved RNG state (torch._prims.rng_prims): torch calls, in order.
@@ -395,7 +414,8 @@ class GraphImporter(GraphBuilder):
                     v = self._laid_out(v, order)
                 if v not in outputs:
                     outputs.append(v)
-                slots.append(OutputSlot("tensor", outputs.index(v), dim_order=order))
+                strides = self._eager_strides(r, v, val) if order is None else None
+                slots.append(OutputSlot("tensor", outputs.index(v), dim_order=order, strides=strides))
             elif isinstance(v, sympy.Expr):
                 slots.append(OutputSlot("symint", expr=v))
             elif v is None or isinstance(v, (bool, int, float)):
@@ -405,6 +425,21 @@ class GraphImporter(GraphBuilder):
             else:
                 raise UnsupportedGraph(f"graph output {r} is a {type(v).__name__}")
         return slots
+
+    def _eager_strides(self, node, v: SSAValue, val) -> tuple[sympy.Expr, ...] | None:
+        """Eager's strides for an output that is a view, not dense in any order, of a value computed here (whose
+        layout fusec chooses, so the view's strides may differ from eager's); None otherwise."""
+        if not isinstance(node, torch.fx.Node) or not isinstance(val, torch.Tensor) or val.dim() == 0 or _expanded(val):
+            return None
+        if eager_dim_order(val, row_major_too=True) is not None or (val.dim() == 1 and val.stride(0) == 1):
+            return None  # dense: dim_order's business
+        owner = v.owner
+        while isinstance(owner, F.VIEW_OPS):
+            owner = owner.input.owner
+        if not isinstance(owner, Operation) or isinstance(owner, F.ExternOp):  # an input's or a torch call's view
+            return None
+        self.at(node)
+        return tuple(self.size(s) for s in val.stride())
 
     def _mutations(self, outputs: list[SSAValue]) -> list[tuple[int, int]]:
         """(FX argument, graph output) for each input the graph writes (``copy_(input, value)`` at its end, from

@@ -141,3 +141,37 @@ def test_an_expanded_output_keeps_its_per_call_check(monkeypatch):
     slots, got = _output_slots(monkeypatch, fn, x)
     assert any(s.dim_order for s in slots)
     _same(got, fn(x))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_strided_view_of_a_result_gets_eager_strides(dynamic):
+    """Found by the fuzzer: eager's ``neg(x)[0::2]`` on a transposed ``x`` is a view with strides (2, n) of a
+    result laid out like ``x``; fusec's result was row-major, so the view came back (2n, 1).  Outputs that are
+    strided views (dense in no order) of the graph's values get eager's strides; values equal either way."""
+    def fn(x):
+        y = torch.sin(x)
+        return torch.neg(x)[0::2], y[:, 1::3], y.t()[::2], (x + 1)[::2]
+
+    compiled = torch.compile(fn, backend="fusec", dynamic=dynamic)
+    for n in (6, 11):
+        x = torch.randn(n, n, generator=torch.Generator().manual_seed(n)).t()
+        for g, w in zip(compiled(x), fn(x), strict=True):
+            _same(g, w)
+
+
+def test_a_strided_view_of_a_result_with_gradients():
+    """The fuzzer's second finding, the same with ``requires_grad``: a 3-d permuted input, ``neg(x)[:, 0::2]``.
+    (The fuzzer's input had a dim of size 1, whose stride AOTAutograd's view regeneration sets otherwise; the
+    fuzzer ignores such strides, as addressing does.)"""
+    def fn(x):
+        return torch.neg(x)[:, 0::2]
+
+    base = torch.randn(8, 2, 5, generator=torch.Generator().manual_seed(0))
+    eager_base, compiled_base = base.clone().requires_grad_(), base.clone().requires_grad_()
+    want = fn(eager_base.permute(1, 2, 0))
+    got = torch.compile(fn, backend="fusec")(compiled_base.permute(1, 2, 0))
+    _same(got, want)
+    weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(1))
+    (want * weights).sum().backward()
+    (got * weights).sum().backward()
+    _same(compiled_base.grad, eager_base.grad)
