@@ -27,19 +27,21 @@ def test_a_pointwise_op_on_a_transposed_input_keeps_its_layout(fn, dynamic):
             _same(g, w)
 
 
-def test_a_three_dim_permuted_layout_and_its_gradient():
-    def fn(x):
-        return torch.tanh(x) + 1
-
-    base = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(0))
+def _same_with_gradient(fn, sizes, dims):
+    """``fn`` of a permuted leaf, compiled and eager: the same output (strides included) and the same gradient."""
+    base = torch.randn(*sizes, generator=torch.Generator().manual_seed(0))
     eager_base, compiled_base = base.clone().requires_grad_(), base.clone().requires_grad_()
-    want = fn(eager_base.permute(2, 0, 1))
-    got = torch.compile(fn, backend="fusec")(compiled_base.permute(2, 0, 1))
+    want = fn(eager_base.permute(*dims))
+    got = torch.compile(fn, backend="fusec")(compiled_base.permute(*dims))
     _same(got, want)
     weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(1))
     (want * weights).sum().backward()
     (got * weights).sum().backward()
     _same(compiled_base.grad, eager_base.grad)
+
+
+def test_a_three_dim_permuted_layout_and_its_gradient():
+    _same_with_gradient(lambda x: torch.tanh(x) + 1, (4, 6, 3), (2, 0, 1))
 
 
 def test_row_major_outputs_are_not_copied():
@@ -163,15 +165,4 @@ def test_a_strided_view_of_a_result_with_gradients():
     """The fuzzer's second finding, the same with ``requires_grad``: a 3-d permuted input, ``neg(x)[:, 0::2]``.
     (The fuzzer's input had a dim of size 1, whose stride AOTAutograd's view regeneration sets otherwise; the
     fuzzer ignores such strides, as addressing does.)"""
-    def fn(x):
-        return torch.neg(x)[:, 0::2]
-
-    base = torch.randn(8, 2, 5, generator=torch.Generator().manual_seed(0))
-    eager_base, compiled_base = base.clone().requires_grad_(), base.clone().requires_grad_()
-    want = fn(eager_base.permute(1, 2, 0))
-    got = torch.compile(fn, backend="fusec")(compiled_base.permute(1, 2, 0))
-    _same(got, want)
-    weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(1))
-    (want * weights).sum().backward()
-    (got * weights).sum().backward()
-    _same(compiled_base.grad, eager_base.grad)
+    _same_with_gradient(lambda x: torch.neg(x)[:, 0::2], (8, 2, 5), (1, 2, 0))
