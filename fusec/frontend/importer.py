@@ -429,7 +429,8 @@ class GraphImporter(GraphBuilder):
     def _eager_strides(self, node, v: SSAValue, val) -> tuple[sympy.Expr, ...] | None:
         """Eager's strides for an output that is a view, not dense in any order, of a value computed here (whose
         layout fusec chooses, so the view's strides may differ from eager's); None otherwise."""
-        if not isinstance(node, torch.fx.Node) or not isinstance(val, torch.Tensor) or val.dim() == 0 or _expanded(val):
+        if not isinstance(node, torch.fx.Node) or not isinstance(val, torch.Tensor) or val.dim() == 0 or _expanded(val) \
+                or any(size_hint(n) in (0, None) for n in val.shape):  # empty: no element to lay out
             return None
         if eager_dim_order(val, row_major_too=True) is not None or (val.dim() == 1 and val.stride(0) == 1):
             return None  # dense: dim_order's business
@@ -439,7 +440,9 @@ class GraphImporter(GraphBuilder):
         if not isinstance(owner, Operation) or isinstance(owner, F.ExternOp):  # an input's or a torch call's view
             return None
         self.at(node)
-        return tuple(self.size(s) for s in val.stride())
+        definitions = self.derived_sizes.definitions  # over the traced symbols, which the call binds
+        strides = [self.size(s) for s in val.stride()]
+        return tuple(e.xreplace({x: definitions[x.name] for x in e.free_symbols if x.name in definitions}) for e in strides)
 
     def _mutations(self, outputs: list[SSAValue]) -> list[tuple[int, int]]:
         """(FX argument, graph output) for each input the graph writes (``copy_(input, value)`` at its end, from

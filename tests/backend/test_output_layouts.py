@@ -166,3 +166,19 @@ def test_a_strided_view_of_a_result_with_gradients():
     (The fuzzer's input had a dim of size 1, whose stride AOTAutograd's view regeneration sets otherwise; the
     fuzzer ignores such strides, as addressing does.)"""
     _same_with_gradient(lambda x: torch.neg(x)[:, 0::2], (8, 2, 5), (1, 2, 0))
+
+
+def test_an_empty_strided_view_under_symbolic_sizes():
+    """The fuzzer's third finding (raised an unbound-symbol error after the strides fix): ``neg(x[:, 1:-1])`` of an
+    empty ``x`` under ``dynamic=True``: an empty output has no element to lay out, and strides in derived sizes are
+    evaluated through their definitions."""
+    def fn(x):
+        return torch.neg(x[:, 1:-1]), torch.sin(x.transpose(0, 2))[::2]
+
+    compiled = torch.compile(fn, backend="fusec", dynamic=True)
+    for shape in ((0, 2, 1), (6, 8, 3), (11, 9, 3)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
+        for g, w in zip(compiled(x), fn(x), strict=True):
+            assert g.shape == w.shape
+            if g.numel():
+                _same(g, w)
