@@ -435,11 +435,10 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             if outputs[k] is not target:
                 target.copy_(outputs[k])
 
-    fixed_strides = [(j, tuple(int(e) for e in slot.strides)) for j, slot in enumerate(info.outputs)
-                     if slot.strides is not None and all(e.is_Integer for e in slot.strides)]
-    symbolic_strides = any(slot.strides is not None and not all(e.is_Integer for e in slot.strides)
-                           for slot in info.outputs)
-    if info.carriers or symbolic_strides or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
+    strided = [(j, slot.strides) for j, slot in enumerate(info.outputs) if slot.strides is not None]
+    static_strides = all(e.is_Integer for _, strides in strided for e in strides)  # else the symbols are needed
+    fixed_strides = [(j, tuple(int(e) for e in strides)) for j, strides in strided] if static_strides else []
+    if info.carriers or not static_strides or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
         def run(args: list) -> list:
             symbols = info.bind_symbols(args)
             tensors = info.tensor_inputs(args, symbols)

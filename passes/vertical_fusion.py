@@ -298,7 +298,6 @@ class VerticalFuser:
     def __post_init__(self):
         self.declines = Declines(PASS)
         self.tried: set[tuple] = set()
-        self.waiting = False
 
     def run(self) -> None:
         work = Worklist(self.graph, [k for k in self.graph.kernels() if not k.is_reduction])
@@ -321,23 +320,23 @@ class VerticalFuser:
             key = (p, c, tuple(readers))  # a refusal may depend on P's other readers
             if isinstance(c, F.KernelOp) and key not in self.tried:
                 self.tried.add(key)
-                merged = self._try(p, c)
-                if merged is not None or self.waiting:  # waiting: tried again once C has gone into its readers
-                    self.waiting = False
+                decision = self._decide(p, c)
+                if not isinstance(decision, Plan):
+                    self.declines.record(*decision, p, c)
+                    if decision[0] == WAIT:  # tried again once C has gone into its readers (P's readers change)
+                        return None
+                    continue
+                merged = install_within_limits(self.graph, self.declines, inline_producer(p, c, decision, self.graph),
+                                               (p, c), anchor=c, max_ops=self.options.max_ops,
+                                               max_inputs=self.options.max_inputs)
+                if merged is not None:
                     return merged
         return None
 
-    def _try(self, p: F.KernelOp, c: F.KernelOp) -> F.KernelOp | None:
-        limit = self.options.recompute_max_ops
-        decision = legality(p, c) or (
-            plan_merge(p, c, self.graph, limit, self.options.keep_narrow) if same_domain(p, c)
+    def _decide(self, p: F.KernelOp, c: F.KernelOp) -> Plan | Decline:
+        return legality(p, c) or (
+            plan_merge(p, c, self.graph, self.options.recompute_max_ops, self.options.keep_narrow) if same_domain(p, c)
             else plan_across_domains(p, c, self.graph, self.hints, self.options.max_recompute))
-        if not isinstance(decision, Plan):
-            self.waiting = decision[0] == WAIT
-            self.declines.record(*decision, p, c)
-            return None
-        return install_within_limits(self.graph, self.declines, inline_producer(p, c, decision, self.graph), (p, c),
-                                     anchor=c, max_ops=self.options.max_ops, max_inputs=self.options.max_inputs)
 
 
 @dataclass(frozen=True)
@@ -348,7 +347,7 @@ class VerticalFusion(ModulePass):
     recompute-max-ops (the largest producer recomputed rather than kept materialised, over equal domains),
     max-recompute (over different domains: the most recomputed work may cost, as a multiple of what it saves),
     keep-narrow (a value read through an upcast that its readers recompute is stored narrow by one of them
-    rather than by the upcast: ``only_widens``; off until measured on a GPU, see BENCHMARKS.md).
+    rather than by the upcast: ``only_widens``; off until measured on a GPU).
     """
 
     name = PASS

@@ -197,6 +197,13 @@ def _expanded(val) -> bool:
     return isinstance(val, torch.Tensor) and any(s == 0 and n != 1 for s, n in zip(val.stride(), val.shape, strict=True))
 
 
+def _view_base(value: SSAValue) -> SSAValue:
+    """The value under ``value``'s chain of views (itself when it is no view)."""
+    while isinstance(value.owner, F.VIEW_OPS):
+        value = value.owner.input
+    return value
+
+
 def _through_a_permute(value: SSAValue) -> bool:
     """Whether ``value`` is a view whose chain of views holds a permute (at run time, maybe not row-major)."""
     owner = value.owner
@@ -434,10 +441,7 @@ class GraphImporter(GraphBuilder):
             return None
         if eager_dim_order(val, row_major_too=True) is not None or (val.dim() == 1 and val.stride(0) == 1):
             return None  # dense: dim_order's business
-        owner = v.owner
-        while isinstance(owner, F.VIEW_OPS):
-            owner = owner.input.owner
-        if not isinstance(owner, Operation) or isinstance(owner, F.ExternOp):  # an input's or a torch call's view
+        if not _computed_here(_view_base(v)):  # a view of an input or of a torch call's result: eager's layout
             return None
         self.at(node)
         definitions = self.derived_sizes.definitions  # over the traced symbols, which the call binds
