@@ -85,6 +85,8 @@ class KernelSchedule:
     persistent_up_to: a looped reduction over a symbolic rnumel that runs persistent (whole rows in RBLOCK)
         for a call whose rnumel is at most this, chosen by the launcher per call (None: always looped).
     tiles: a matmul schedule's tiles (None for other kinds).
+    per_thread: the most elements a thread of the kernel's programs may hold (a power of 2), where its body needs
+        many registers an element (None: the launch heuristics' own tiles; not for matmul kernels).
     """
 
     kind: str
@@ -93,6 +95,7 @@ class KernelSchedule:
     max_rblock: int | None = None
     persistent_up_to: int | None = None
     tiles: MatmulTiles | None = None
+    per_thread: int | None = None
 
 
 def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
@@ -127,6 +130,7 @@ class KernelOp(IRDLOperation):
     outer = opt_prop_def(UnitAttr)
     max_rblock = opt_prop_def(IntegerAttr)
     persistent_up_to = opt_prop_def(IntegerAttr)
+    per_thread = opt_prop_def(IntegerAttr)
     matmul = opt_prop_def(ArrayAttr[ExprAttr])
     tile = opt_prop_def(ArrayAttr[IntegerAttr])
     num_warps = opt_prop_def(IntegerAttr)
@@ -164,12 +168,13 @@ class KernelOp(IRDLOperation):
         index = self.index_type.data if self.index_type is not None else "int32"
         rblock = self.max_rblock.value.data if self.max_rblock is not None else None
         up_to = self.persistent_up_to.value.data if self.persistent_up_to is not None else None
+        per_thread = self.per_thread.value.data if self.per_thread is not None else None
         tiles = None
         if self.tile is not None and self.num_warps is not None and self.num_stages is not None and self.group_m is not None:
             m, n, k = (a.value.data for a in self.tile.data)
             tiles = MatmulTiles(m, n, k, self.num_warps.value.data, self.num_stages.value.data, self.group_m.value.data,
                                 self.tf32 is not None, self.approx_tanh is not None)
-        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to, tiles)
+        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to, tiles, per_thread)
 
     @property
     def matmul_dims(self) -> list[sympy.Expr] | None:
@@ -187,7 +192,7 @@ class KernelOp(IRDLOperation):
     def record_schedule(self, schedule: KernelSchedule) -> None:
         self.properties["schedule_kind"] = StringAttr(schedule.kind)
         self.properties["index_type"] = StringAttr(schedule.index)
-        for key in ("outer", "max_rblock", "persistent_up_to", "tile", "num_warps", "num_stages", "group_m", "tf32",
+        for key in ("outer", "max_rblock", "persistent_up_to", "per_thread", "tile", "num_warps", "num_stages", "group_m", "tf32",
                     "approx_tanh"):
             self.properties.pop(key, None)
         if (t := schedule.tiles) is not None:
@@ -205,6 +210,8 @@ class KernelOp(IRDLOperation):
             self.properties["max_rblock"] = IntegerAttr(schedule.max_rblock, 64)
         if schedule.persistent_up_to is not None:
             self.properties["persistent_up_to"] = IntegerAttr(schedule.persistent_up_to, 64)
+        if schedule.per_thread is not None:
+            self.properties["per_thread"] = IntegerAttr(schedule.per_thread, 64)
 
     @property
     def block(self) -> Block:
@@ -282,6 +289,7 @@ class KernelOp(IRDLOperation):
             items = [schedule.kind, schedule.index] + (["outer"] if schedule.outer else [])
             items += [f"max_rblock = {schedule.max_rblock}"] if schedule.max_rblock is not None else []
             items += [f"persistent_up_to = {schedule.persistent_up_to}"] if schedule.persistent_up_to is not None else []
+            items += [f"per_thread = {schedule.per_thread}"] if schedule.per_thread is not None else []
             items += schedule.tiles.items() if schedule.tiles is not None else []
             printer.print_string(f" schedule({', '.join(items)})")
         printer.print_string(" (")
@@ -317,10 +325,11 @@ class KernelOp(IRDLOperation):
     def _verify_schedule(self, where: str) -> None:
         schedule = self.schedule
         if schedule is None:
-            if any(p is not None for p in (self.index_type, self.outer, self.max_rblock, self.persistent_up_to, self.tile,
+            if any(p is not None for p in (self.index_type, self.outer, self.max_rblock, self.persistent_up_to,
+                                           self.per_thread, self.tile,
                                            self.num_warps, self.num_stages, self.group_m, self.tf32,
                                            self.approx_tanh)):
-                raise VerifyException(f"{where}: index_type, outer, max_rblock, persistent_up_to and a matmul's tiles "
+                raise VerifyException(f"{where}: index_type, outer, max_rblock, persistent_up_to, per_thread and a matmul's tiles "
                                       "belong to a schedule; it has none")
             return
         if schedule.kind not in SCHEDULE_KINDS:
@@ -340,6 +349,8 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: max_rblock must be a power of 2 of at least 2, got {rblock}")
         if schedule.persistent_up_to is not None and (schedule.kind != "looped" or schedule.persistent_up_to < 1):
             raise VerifyException(f"{where}: persistent_up_to (a positive rnumel) belongs to a looped schedule only")
+        if (n := schedule.per_thread) is not None and (n < 1 or n & (n - 1) or schedule.kind == "matmul"):
+            raise VerifyException(f"{where}: per_thread must be a power of 2 of at least 1, and not on a matmul schedule")
         self._verify_matmul_schedule(where, schedule)
 
     def _verify_matmul_schedule(self, where: str, schedule: KernelSchedule) -> None:
@@ -393,14 +404,16 @@ class KernelOp(IRDLOperation):
 
 
 def _parse_schedule(parser: Parser) -> KernelSchedule:
-    """``(kind, index[, outer][, max_rblock = N][, persistent_up_to = N])`` after the ``schedule`` keyword."""
+    """``(kind, index[, outer][, max_rblock = N][, persistent_up_to = N][, per_thread = N])`` after the ``schedule``
+    keyword (a matmul's: its tiles)."""
     parser.parse_punctuation("(")
     kind = parser.parse_identifier()
     parser.parse_punctuation(",")
     index = parser.parse_identifier()
     outer = tf32 = approx_tanh = False
     tile: list[int] | None = None
-    numbers: dict[str, int | None] = dict.fromkeys(("max_rblock", "persistent_up_to", "warps", "stages", "group_m"))
+    numbers: dict[str, int | None] = dict.fromkeys(("max_rblock", "persistent_up_to", "per_thread", "warps", "stages",
+                                                    "group_m"))
     while parser.parse_optional_punctuation(",") is not None:
         if parser.parse_optional_keyword("outer") is not None:
             outer = True
@@ -419,7 +432,7 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
             continue
         key = next((k for k in numbers if parser.parse_optional_keyword(k) is not None), None)
         if key is None:
-            parser.raise_error("expected outer, max_rblock, persistent_up_to, or a matmul's tile, warps, stages, group_m, "
+            parser.raise_error("expected outer, max_rblock, persistent_up_to, per_thread, or a matmul's tile, warps, stages, group_m, "
                                "tf32, approx_tanh")
         parser.parse_punctuation("=")
         numbers[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
@@ -431,7 +444,8 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
             parser.raise_error("a matmul schedule needs tile, warps, stages and group_m")
         warps, stages, group_m = (int(v or 0) for v in matmul)
         tiles = MatmulTiles(tile[0], tile[1], tile[2], warps, stages, group_m, tf32, approx_tanh)
-    return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"], tiles)
+    return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"], tiles,
+                          numbers["per_thread"])
 
 
 # A load's operandSegmentSizes (buffer, offset, mask) by (has offset, has mask); attributes are immutable, so shared.

@@ -21,28 +21,31 @@ from fusec.analysis import heuristics
 CONFIG_HELPERS = ("pointwise_config", "tiled_config", "persistent_config", "looped_config")  # the launcher's _<name>
 
 
-def config_call(kind: str, outer: bool, max_rblock: int, xnumel, rnumel) -> tuple[str, tuple]:
-    """The heuristic (its name in ``fusec.analysis.heuristics``) sizing a kernel of this kind, and its arguments."""
+def config_call(kind: str, outer: bool, max_rblock: int, xnumel, rnumel, per_thread: int = 0) -> tuple[str, tuple]:
+    """The heuristic (its name in ``fusec.analysis.heuristics``) sizing a kernel of this kind, and its arguments
+    (``per_thread``, the schedule's limit, only where there is one)."""
+    limit = (per_thread,) if per_thread else ()
     if kind == "pointwise":
-        return "pointwise_config", (xnumel,)
+        return "pointwise_config", (xnumel, *limit)
     if kind == "tiled":
-        return "tiled_config", (xnumel, rnumel)
+        return "tiled_config", (xnumel, rnumel, *limit)
     if kind == "persistent":
-        return "persistent_config", (xnumel, rnumel, outer)
+        return "persistent_config", (xnumel, rnumel, outer, *limit)
     if kind == "looped":
-        return "looped_config", (xnumel, rnumel, outer, max_rblock)
+        return "looped_config", (xnumel, rnumel, outer, max_rblock, *limit)
     raise ValueError(f"unknown kernel kind '{kind}'")
 
 
-def launch_config(kind: str, outer: bool, max_rblock: int, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
+def launch_config(kind: str, outer: bool, max_rblock: int, xnumel: int, rnumel: int = 1,
+                  per_thread: int = 0) -> heuristics.LaunchConfig:
     """Block sizes and warps for actual sizes."""
-    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel)
+    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel, per_thread)
     return getattr(heuristics, name)(*args)
 
 
-def config_code(kind: str, outer: bool, max_rblock: int, xnumel: str, rnumel: str) -> str:
+def config_code(kind: str, outer: bool, max_rblock: int, xnumel: str, rnumel: str, per_thread: int = 0) -> str:
     """Host code computing ``launch_config`` for the sizes held in variables ``xnumel`` and ``rnumel``."""
-    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel)
+    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel, per_thread)
     return f"_{name}({', '.join(str(a) for a in args)})"
 
 

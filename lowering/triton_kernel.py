@@ -97,6 +97,7 @@ class TritonKernel:
     persistent_up_to: int | None = None
     tiles: F.MatmulTiles | None = None  # a matmul's (its schedule's)
     matmul_dims: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a matmul's [B, M, N]
+    per_thread: int = 0  # the schedule's limit on elements a thread holds (0: none)
 
     @property
     def constexprs(self) -> tuple[str, ...]:
@@ -106,11 +107,11 @@ class TritonKernel:
 
     def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
         """Block sizes and warps for these sizes."""
-        return launch_config(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
+        return launch_config(self.kind, self.outer, self.max_rblock, xnumel, rnumel, self.per_thread)
 
     def config_code(self, xnumel: str, rnumel: str) -> str:
         """Host code for ``config`` of the sizes in variables ``xnumel`` and ``rnumel``."""
-        return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel)
+        return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel, self.per_thread)
 
     def programs_code(self, xnumel: str, rnumel: str, xblock: str, rblock: str) -> str:
         """Host (and Triton) code for ``programs`` of sizes and blocks in these variables."""
@@ -263,7 +264,7 @@ def lower_kernel(kernel: F.KernelOp, size_hints: Mapping[str, int] | None = None
     lowered = _KernelWriter(kernel, schedule, name).lower()
     if schedule.persistent_up_to is None:
         return lowered
-    persistent = F.KernelSchedule("persistent", schedule.index, schedule.outer)
+    persistent = F.KernelSchedule("persistent", schedule.index, schedule.outer, per_thread=schedule.per_thread)
     per_name = kernel_name(name, "persistent")
     per_name = per_name if per_name != name else f"{name}_persistent"
     form = _KernelWriter(kernel, persistent, per_name).lower()
@@ -570,7 +571,7 @@ class _KernelWriter:
         size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
         return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
                             tuple(size_args), self.schedule.outer, self.schedule.index,
-                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK, body)
+                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK, body, per_thread=self.schedule.per_thread or 0)
 
     def _prologue(self, sizes: list[str]) -> list[str]:
         """Statements placing the program's block: its offsets, indices and masks."""

@@ -18,6 +18,11 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
   ``float32_matmul_precision`` lets fp32 operands multiply as TF32 and ``approx_tanh`` where every float it
   stores is 16-bit (``matmul_tiles``; option ``matmul-tile``).
 * ``outer``: a reduction whose loads are contiguous along x, not r (``x.sum(0)``).
+* ``per_thread``: the most elements a thread may hold, where the body's estimated registers an element
+  (``fusec.analysis.register_pressure``) times what the kind's launch heuristic gives a thread would pass
+  ``register-budget``: the heuristic then gives the program more warps or a smaller tile (Llama's rotary
+  embedding, 6 registers an element in 64x64 tiles of 4 warps: 255 registers and spills, 42 us against
+  Inductor's 7).  Recorded only where it binds.
 * index type: int32 unless some index (or the domain's size) may leave the int32
   range for sizes the bounds admit, masked tail lanes included.
 * the name: Inductor's prefixes, ``fusec_per_*`` for persistent and ``fusec_red_*``
@@ -33,6 +38,7 @@ Options:
       keeps whole rows in registers (0 forces the looped form).
   max-rblock: the largest RBLOCK of a looped reduction (small values test the loop).
   runtime-persistent: record ``persistent_up_to`` where it applies (false: symbolic rows always loop).
+  register-budget: the registers a thread's elements may take, by the estimate (0: no limit).
   matmul-tile: ``BMxBNxBKxWARPSxSTAGES`` (``128x256x64x8x3``): every matmul kernel's tiles, chosen by hand
       (else ``matmul_tiles``' closed form).
 """
@@ -49,7 +55,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from fusec.analysis import heuristics
+from fusec.analysis import heuristics, register_pressure
 from fusec.base import dtypes, remarks
 from fusec.base.shapes import next_power_of_2, value_range
 from fusec.dialects import fusec as F
@@ -166,11 +172,12 @@ def only_16_bit_floats(element_types) -> bool:
 
 def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
                     max_rblock: int = DEFAULT_MAX_RBLOCK, runtime_persistent: bool = False,
-                    matmul_tile: F.MatmulTiles | None = None) -> tuple[F.KernelSchedule, str]:
+                    matmul_tile: F.MatmulTiles | None = None,
+                    register_budget: int = register_pressure.REGISTER_BUDGET) -> tuple[F.KernelSchedule, str]:
     """The schedule of ``kernel`` for sizes within ``bounds``, and its final name; ``runtime_persistent``: a looped
     kernel over a symbolic rnumel may run persistent per call (``persistent_up_to``), unless it is a combo member
     (the combo's launch is shared); ``matmul_tile``: a matmul kernel's tiles, chosen by the user (else
-    ``matmul_tiles``)."""
+    ``matmul_tiles``); ``register_budget``: see ``per_thread`` (0: no limit)."""
     if kernel.is_matmul:
         index = "int64" if needs_int64(kernel, bounds) else "int32"
         tiles = matmul_tiles(kernel, bounds)
@@ -183,7 +190,13 @@ def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: in
     index = "int64" if needs_int64(kernel, bounds) else "int32"
     alone = isinstance(kernel.parent_op(), F.GraphOp)
     up_to = persistent_up_to(kernel, bounds, limit) if kind == "looped" and runtime_persistent and alone else None
-    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to)
+    per_thread = None
+    if register_budget:
+        most = heuristics.most_per_thread(kind, outer)
+        if up_to is not None:  # its persistent form holds whole rows: the limit serves both forms
+            most = max(most, heuristics.most_per_thread("persistent", outer))
+        per_thread = register_pressure.per_thread_limit(kernel, register_budget, most, outer)
+    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to, per_thread=per_thread)
     return schedule, kernel_name(kernel.sym_name.data, kind)
 
 
@@ -197,6 +210,7 @@ class ScheduleKernels(ModulePass):
     max_rblock: int = DEFAULT_MAX_RBLOCK
     runtime_persistent: bool = True
     matmul_tile: str = ""  # BMxBNxBKxWARPSxSTAGES, e.g. 128x256x64x8x3: every matmul kernel's tiles, chosen by hand
+    register_budget: int = register_pressure.REGISTER_BUDGET
 
     def __post_init__(self):
         parse_matmul_tile(self.matmul_tile)  # a malformed tile is a bad option now
@@ -204,6 +218,8 @@ class ScheduleKernels(ModulePass):
             raise ValueError(f"persistent-threshold must be at least 0, got {self.persistent_threshold}")
         if self.max_rblock < 2 or self.max_rblock & (self.max_rblock - 1):
             raise ValueError(f"max-rblock must be a power of 2 of at least 2, got {self.max_rblock}")
+        if self.register_budget < 0:
+            raise ValueError(f"register-budget must be at least 0, got {self.register_budget}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         renamed: dict[str, str] = {}
@@ -211,7 +227,7 @@ class ScheduleKernels(ModulePass):
         for kernel in op.walk():
             if isinstance(kernel, F.KernelOp):
                 schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock,
-                                                 self.runtime_persistent, matmul_tile)
+                                                 self.runtime_persistent, matmul_tile, self.register_budget)
                 kernel.record_schedule(schedule)
                 if name != kernel.sym_name.data:
                     renamed[f"@{kernel.sym_name.data}"] = f"@{name}"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.ir import SSAValue
 
-from fusec.analysis import heuristics
+from fusec.analysis import heuristics, register_pressure
 from fusec.base import dtypes, shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
@@ -178,19 +178,26 @@ class BlockShape:
 def block_shape(kernel: F.KernelOp, hints: SizeHints) -> BlockShape:
     """The block sizes the lowering's heuristics (fusec.analysis.heuristics) choose for the hinted sizes.
 
-    A reduction counts as persistent when its hinted rnumel fits (the lowering asks for its bound)."""
+    A reduction counts as persistent when its hinted rnumel fits (the lowering asks for its bound).  A heavy body's
+    limit on elements a thread holds is the recorded schedule's, or before ``schedule-kernels`` its default."""
     xnumel = max(hints(kernel.domain_exprs[0]), 1)
     if not kernel.is_reduction:
-        return BlockShape(heuristics.pointwise_config(xnumel).xblock, None, False)
+        return BlockShape(heuristics.pointwise_config(xnumel, _per_thread(kernel, "pointwise")).xblock, None, False)
     rnumel = max(hints(kernel.domain_exprs[1]), 1)
     if kernel.is_tiled:
-        cfg = heuristics.tiled_config(xnumel, rnumel)
+        cfg = heuristics.tiled_config(xnumel, rnumel, _per_thread(kernel, "tiled"))
         return BlockShape(cfg.xblock, cfg.rblock, False, tiled=True)
     if rnumel <= heuristics.PERSISTENT_THRESHOLD:
-        cfg = heuristics.persistent_config(xnumel, rnumel)
+        cfg = heuristics.persistent_config(xnumel, rnumel, per_thread=_per_thread(kernel, "persistent"))
         return BlockShape(cfg.xblock, cfg.rblock, True)
-    cfg = heuristics.looped_config(xnumel, rnumel)
+    cfg = heuristics.looped_config(xnumel, rnumel, per_thread=_per_thread(kernel, "looped"))
     return BlockShape(cfg.xblock, cfg.rblock, False)
+
+
+def _per_thread(kernel: F.KernelOp, kind: str) -> int:
+    if (schedule := kernel.schedule) is not None:
+        return schedule.per_thread or 0
+    return register_pressure.per_thread_limit(kernel, most=heuristics.most_per_thread(kind)) or 0
 
 
 # ---------------------------------------------------------------- time estimates

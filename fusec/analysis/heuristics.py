@@ -30,6 +30,9 @@ Rules of thumb (Hopper, memory-bound kernels):
   column-contiguous access get 64 contiguous elements (256 bytes) a row of the tile;
   a thin domain gives its unused side to the other one (up to 1024); a small
   domain gets smaller tiles, a program an SM (down to 512 elements).
+* ``per_thread``: the most elements a thread may hold, where the kernel's body needs many registers an element
+  (``fusec.analysis.register_pressure``; ``schedule-kernels`` records it): a config that would give a thread more
+  first takes more warps (up to ``MAX_WARPS``), then a smaller tile (``_fit``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ TILE_SIDE = 64  # the side of a square tile of a tiled pointwise kernel
 WARPS_IN_FLIGHT = 48 * MIN_PROGRAMS  # three quarters of an SM's 64 warps on every SM: enough loads in flight
 LOOP_STEP = 1024  # the RBLOCK a loop over long rows starts from
 MAX_TILE_SIDE = 1024  # the long side of a tile over a thin domain
+MAX_WARPS = 8  # warps a register-bound program may grow to (16 where a whole row must stay in one program)
 
 
 class LaunchConfig(NamedTuple):
@@ -59,15 +63,38 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
 
+def most_per_thread(kind: str, outer: bool = False) -> int:
+    """The most elements a thread holds under each kind's config below without a ``per_thread`` limit: a limit at
+    least this never binds (``schedule-kernels`` records only one that does)."""
+    return {"pointwise": 8, "tiled": 32, "persistent": 64 if outer else 16, "looped": 8}[kind]
+
+
+def _fit(cfg: LaunchConfig, per_thread: int, rows_fixed: bool = False) -> LaunchConfig:
+    """``cfg`` with at most ``per_thread`` elements a thread (0: no limit): more warps, then fewer rows (x), then
+    narrower r steps; a program that must hold whole rows (``rows_fixed``: persistent) may grow to 16 warps."""
+    xblock, rblock, warps = cfg
+    most_warps = 16 if rows_fixed else MAX_WARPS
+    while per_thread and xblock * max(rblock, 1) > per_thread * 32 * warps:
+        if warps < most_warps:
+            warps *= 2
+        elif xblock > 1 and (rows_fixed or xblock >= rblock):
+            xblock //= 2
+        elif rblock > 1 and not rows_fixed:
+            rblock //= 2
+        else:
+            break
+    return LaunchConfig(xblock, rblock, warps)
+
+
 @functools.lru_cache(maxsize=1024)
-def pointwise_config(xnumel: int) -> LaunchConfig:
+def pointwise_config(xnumel: int, per_thread: int = 0) -> LaunchConfig:
     per_program = 1 << max(0, (xnumel // MIN_PROGRAMS).bit_length() - 1)  # largest power of two <= xnumel / 128
     xblock = min(_clamp(per_program, 256, 1024), _clamp(next_power_of_2(xnumel), 16, 1024))
-    return LaunchConfig(xblock, 0, _clamp(xblock // 256, 1, 4))
+    return _fit(LaunchConfig(xblock, 0, _clamp(xblock // 256, 1, 4)), per_thread)
 
 
 @functools.lru_cache(maxsize=1024)
-def persistent_config(xnumel: int, rnumel: int, outer: bool = False) -> LaunchConfig:
+def persistent_config(xnumel: int, rnumel: int, outer: bool = False, per_thread: int = 0) -> LaunchConfig:
     rblock = max(next_power_of_2(rnumel), 2)
     # Outer (x contiguous): the tile's rows are x, so a wider tile coalesces (64 columns: 128 bytes of bf16);
     # mean over dim 0 of 8192x2048 bf16, split partials [131072, 128]: 16 columns 29.0 us, 64 columns 22.0 (H100).
@@ -77,11 +104,17 @@ def persistent_config(xnumel: int, rnumel: int, outer: bool = False) -> LaunchCo
     # partials of 128 rows, >= 512 programs) ran 7-34% faster than at 8 on an H100 (fp32 and bf16, [8192, 2048],
     # [16384, 768], [2048, 3072]; 2026-11-27).  Few programs keep 8: their warps are all the SMs have in flight.
     few_warps = outer and -(-xnumel // xblock) >= 4 * MIN_PROGRAMS
-    return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 512), 1, 4 if few_warps else 8))
+    cfg = LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 512), 1, 4 if few_warps else 8))
+    return _fit(cfg, per_thread, rows_fixed=True)
 
 
 @functools.lru_cache(maxsize=1024)
-def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int = 4096) -> LaunchConfig:
+def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int = 4096,
+                  per_thread: int = 0) -> LaunchConfig:
+    return _fit(_looped_config(xnumel, rnumel, outer, max_rblock), per_thread)
+
+
+def _looped_config(xnumel: int, rnumel: int, outer: bool, max_rblock: int) -> LaunchConfig:
     if outer:
         xblock = min(64, max(next_power_of_2(xnumel), 1))
         rblock = _clamp(next_power_of_2(rnumel), 2, min(8, max_rblock))
@@ -101,7 +134,7 @@ def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int
 
 
 @functools.lru_cache(maxsize=1024)
-def tiled_config(xnumel: int, rnumel: int) -> LaunchConfig:
+def tiled_config(xnumel: int, rnumel: int, per_thread: int = 0) -> LaunchConfig:
     rblock = min(next_power_of_2(rnumel), TILE_SIDE)
     xblock = min(next_power_of_2(xnumel), MAX_TILE_SIDE, TILE_ELEMENTS // rblock)
     rblock = min(next_power_of_2(rnumel), MAX_TILE_SIDE, TILE_ELEMENTS // xblock)  # few rows: wider columns
@@ -112,5 +145,5 @@ def tiled_config(xnumel: int, rnumel: int) -> LaunchConfig:
             xblock //= 2
         else:
             rblock //= 2
-    return LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 256), 1, 4))
+    return _fit(LaunchConfig(xblock, rblock, _clamp(next_power_of_2(xblock * rblock // 256), 1, 4)), per_thread)
 

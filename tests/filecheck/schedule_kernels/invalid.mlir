@@ -80,7 +80,21 @@ fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
   }
   fusec.output %k : !fusec.tensor<[4], f32>
 }
-// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: expected outer, max_rblock, persistent_up_to, or a matmul's tile
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: expected outer, max_rblock, persistent_up_to, per_thread, or a matmul's tile
+
+// -----
+
+// A limit on elements a thread holds that is not a power of 2.
+fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4, 8] schedule(persistent, int32, per_thread = 3) (%a) : (!fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4, 8], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[8*x + r] : !fusec.tensor<[4, 8], f32>
+    %s = fusec.reduce_r "sum" %v : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}per_thread must be a power of 2 of at least 1, and not on a matmul schedule
 
 // -----
 

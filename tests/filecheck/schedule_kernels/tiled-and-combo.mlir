@@ -11,7 +11,7 @@ builtin.module {
     fusec.output %s : !fusec.tensor<[s1, s0], f32>
   }
 // CHECK-LABEL: fusec.graph @transpose_add
-// CHECK:       fusec.kernel @fusec_poi_add_0 [s1, s0] tiled schedule(tiled, int32) (%x, %y)
+// CHECK:       fusec.kernel @fusec_poi_add_0 [s1, s0] tiled schedule(tiled, int32, per_thread = 16) (%x, %y)
 
   fusec.graph @three_sums(%a : !fusec.tensor<[s0, 512], f32>, %b : !fusec.tensor<[s0, 8192], f32>, %c : !fusec.tensor<[s0], f32>) -> (!fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>) symbols(s0 in [1, 64]) {
     %ra = fusec.reduce "sum" %a dims [1] : !fusec.tensor<[s0, 512], f32> -> !fusec.tensor<[s0], f32>

@@ -19,6 +19,6 @@ def call(inputs):
     buf0 = _empty((s1, s0), (s0, 1), dtype=torch.float32, device=device)
     xnumel = s1
     rnumel = s0
-    XBLOCK, RBLOCK, num_warps = _tiled_config(xnumel, rnumel)
+    XBLOCK, RBLOCK, num_warps = _tiled_config(xnumel, rnumel, 16)
     fusec_poi_add_0.launch((xnumel + XBLOCK - 1) // XBLOCK * ((rnumel + RBLOCK - 1) // RBLOCK), num_warps, arg0, arg1, buf0, xnumel, rnumel, s0, s1, XBLOCK, RBLOCK)
     return [buf0]
