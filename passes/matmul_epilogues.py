@@ -13,9 +13,14 @@ Out: a matmul kernel ``fusec.kernel @k [B*M*N, K] matmul [B, M, N]`` that comput
 
 The cost rule (``cost-rule``, on by default) compares the Triton main loop with cuBLAS: the fused kernel
 must save more memory time than its main loop loses, taking that main loop to run at ``efficiency`` of
-cuBLAS's speed in whole waves of [128, 128] tiles (``GPU``'s matmul rate, sizes at ``size-hints`` where
-symbolic; 0.83 measured: 117 us against cuBLAS's 97.7 for 8192x1024 @ 1024x4096 in bf16 on an H200).  A
-long-K product with a small output (a down projection) saves little and stays cuBLAS.  An epilogue that
+cuBLAS's speed in whole waves of [128, 128] tiles (``GPU``'s matmul rate plus a call's fixed latency, sizes at
+``size-hints`` where symbolic; 0.83 measured: 117 us against cuBLAS's 97.7 for 8192x1024 @ 1024x4096 in bf16
+on an H200).  It saves the product's write and read-back and the epilogue kernel's own fixed time, less the
+epilogue's loads of other product-sized operands (an ``up`` projection beside SwiGLU's gate): after the main loop
+they are exposed, not streamed as a kernel of their own streams them (H200 sweep, 12 shapes from 1024x768x768
+to 16384x1024x1024: ``silu(x @ w.t()) * u`` fused was never more than 1.2 us faster, up to 12 us slower, while
+``gelu(x @ w.t() + b)`` fused won up to 30 us).  A long-K product with a small output (a down projection)
+saves little and stays cuBLAS.  An epilogue that
 calls libdevice's exact routines (erf, an exact tanh: ``SLOW_FUNCTIONS``) stays a kernel of its own, where
 memory traffic hides them; a tanh whose kernel stores only 16-bit floats runs as ``tanh.approx.f32``
 (``approx_tanh``) and fuses.  fp32 matmuls at
@@ -48,7 +53,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_size_hints
+from fusec.analysis.cost_model import GPU, SizeHints, buffer_bytes, parse_size_hints, resolve_size_hints
 from fusec.base import dtypes, indexing, remarks, shapes
 from fusec.base.remarks import describe
 from fusec.dialects import fusec as F
@@ -225,7 +230,7 @@ class _Fuser:
                          extern, epilogue)
             return
         if self.options.cost_rule:
-            refusal = self._cost_refusal(mm, stored_too=bool(others))
+            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others))
             if refusal is not None:
                 self.decline(*refusal, extern, epilogue)
                 return
@@ -268,7 +273,7 @@ class _Fuser:
         column = sympy.Mod(X, n)
         return _Placement({X: columns * shapes.FloorDiv(X, n) + column}, (column, columns))
 
-    def _cost_refusal(self, mm: _Matmul, stored_too: bool) -> tuple[str, str] | None:
+    def _cost_refusal(self, mm: _Matmul, epilogue: F.KernelOp, stored_too: bool) -> tuple[str, str] | None:
         et = mm.product_type.element_type
         if et == F.F32 and self.exact_fp32:
             return "fp32-exact", ("an fp32 matmul at float32_matmul_precision 'highest' (exact fp32, no TF32) stays "
@@ -276,15 +281,19 @@ class _Fuser:
         batch, m, n, k = (self.hints(d) for d in mm.dims)
         size = dtypes.of_ir(et).bytes
         flops = 2.0 * batch * m * n * k
-        cublas_us = flops / (_GPU.matmul_ops_per_us * 2 / size)
+        cublas_us = flops / (_GPU.matmul_ops_per_us * 2 / size) + _GPU.matmul_latency_us
         tiles = batch * math.ceil(m / 128) * math.ceil(n / 128)
         lost_us = cublas_us * _occupancy_penalty(tiles) / self.options.efficiency - cublas_us
-        traffic = batch * m * n * size * (1 if stored_too else 2)  # the product's write (unless kept) and read-back
-        saved_us = traffic / _GPU.bandwidth_bytes_per_us + _GPU.launch_overhead_us
+        product = batch * m * n * size
+        traffic = product * (1 if stored_too else 2)  # the product's write (unless kept) and read-back
+        exposed = sum(b for b in (buffer_bytes(tensor_type_of(v), self.hints) for v in epilogue.inputs
+                                  if v is not mm.product) if b >= product)
+        saved_us = (traffic - exposed) / _GPU.bandwidth_bytes_per_us + _GPU.kernel_latency_us
         if lost_us >= saved_us:
+            loads = f" (its loads of product-sized operands, {exposed / 1e6:.1f} MB, exposed after the main loop)" if exposed else ""
             return "main-loop-cost", (f"[{batch}x{m}x{n}, K={k}]: the Triton main loop at {self.options.efficiency:.0%} "
                                       f"of cuBLAS in {tiles} tiles would lose {lost_us:.1f} us of {cublas_us:.1f}, "
-                                      f"fusing saves {saved_us:.1f} us")
+                                      f"fusing saves {saved_us:.1f} us{loads}")
         return None
 
     def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement) -> None:

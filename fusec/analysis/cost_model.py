@@ -215,6 +215,10 @@ class GPU:
     # row is 16-byte aligned, 95 TFLOP/s in the kernel it falls back to when one is not.
     matmul_ops_per_us: float = 6.0e8
     misaligned_matmul_ops_per_us: float = 9.5e7
+    # Device time a call takes beyond its work (H200, 2026-11-27, scratch sweep of matmul epilogues): cuBLAS took
+    # 4.1-4.7 us for 1-1.5 GFLOP products that its rate gives 1.5-2.4 us; a small memory-bound kernel ~1.5 us.
+    matmul_latency_us: float = 2.5
+    kernel_latency_us: float = 1.5
 
 
 @dataclass(frozen=True)
