@@ -8,7 +8,7 @@ peak of that count over the body, in body order, is ``registers_per_element``; t
 it estimates the registers a thread needs.
 
 Past 255 registers a thread, ptxas spills to local memory, and well before that the SM holds few warps: Llama's
-rotary embedding (a 64x64 tiled kernel, 32 elements a thread, 6 registers an element) compiled to 255 registers
+rotary embedding (a 64x64 tiled kernel, 32 elements a thread, 5 registers an element by the estimate) compiled to 255 registers
 and 144 bytes of spills on sm_90 and ran at 42 us a layer where Inductor's took 7; at 16 elements a thread (149
 registers, no spills) 21 us, at 8 (87 registers) 9.6 us (H200, 2026-11-27).  Across the whole-model kernels of
 GPT-2, BERT, ViT and Llama (ptxas for sm_90) the estimate was within a factor of two of ptxas's count.  A budget of
