@@ -428,9 +428,19 @@ def _option_fits(values: tuple, hint) -> bool:
     return (len(values) == 1 and isa(values[0], hint)) or isa(values, hint)
 
 
+def _widened(values: tuple, hint) -> tuple:
+    """An option's integer values as floats where its field takes floats and not ints (``max-recompute=0``: the
+    spec parser reads ``0`` as an int)."""
+    if isa(1, hint) or not (isa(1.0, hint) or isa((1.0,), hint)):
+        return values
+    return tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in values)
+
+
 def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
+    spec = ArgSpec(spec.name, {key: _widened(tuple(value), hints[key.replace("-", "_")])
+                               if key.replace("-", "_") in fields else value for key, value in spec.parameters.items()})
     for key, value in spec.parameters.items():
         field = key.replace("-", "_")
         if field not in fields:

@@ -75,6 +75,13 @@ def test_options_parse_and_print_back():
     assert parse_pipeline_spec(pipeline_spec_text([p, DeadCodeElimination()])) == (p, DeadCodeElimination())
 
 
+def test_a_float_option_takes_an_integer_and_an_int_option_no_float():
+    [p] = parse_pipeline_spec("vertical-fusion{max-recompute=0}")  # the spec parser reads 0 as an int
+    assert p.max_recompute == 0.0 and isinstance(p.max_recompute, float)
+    with pytest.raises(PipelineError, match=r"option 'max-ops' expects int, got 1.5"):
+        parse_pipeline_spec("vertical-fusion{max-ops=1.5}")
+
+
 def test_bad_tuple_option_value():
     with pytest.raises(PipelineError, match=r"option 'sizes' expects tuple\[int, \.\.\.\], got a,b"):
         parse_pipeline_spec("test-tuned{sizes=a,b}")
