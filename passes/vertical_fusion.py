@@ -34,7 +34,9 @@ Across domains (P read through a broadcast, a slice, a cat/pad or a reshape of a
 size): C recomputes P at each point that reads it when ``cost_model.recompute`` finds the
 time it adds to C (beyond what C's memory traffic hides) at most ``max-recompute`` times
 what it saves (P's store, C's load, P's launch, or a share of it when P has other kernel
-readers); else a recompute-cost remark with the numbers.  P goes once its last reader
+readers); else a recompute-cost remark with the numbers.  Ops count as the instructions they
+take (``cost_model.FUNCTION_INSTRUCTIONS``: a cos is ~120 adds): Llama's rotary cos and sin,
+computed once over [T, D], were recomputed for every element of q and k in every layer.  P goes once its last reader
 inlined it; it stays while an extern or the graph output reads it.
 Limits on the merged kernel: ``max-ops`` body ops, ``max-inputs`` input buffers (limit).
 Externs never merge: at the end, every kernel reading an extern's result gets an
@@ -151,15 +153,15 @@ def plan_across_domains(p: F.KernelOp, c: F.KernelOp, graph: Graph, hints: SizeH
     users = graph.users(p)
     erased = users == [c]
     readers = len(users) if all(isinstance(u, F.KernelOp) for u in users) else 0
-    ops = producer_cost(p) * sites
+    ops = (cost_model.body_instructions(p) - len(p.outputs)) * sites  # a sin or an erf is many instructions
     estimate = cost_model.recompute(c, p, ops, hints, erased, readers)
     cost, gain = estimate.cost_us(GPU_MODEL), estimate.gain_us(GPU_MODEL)
     if cost <= max_recompute * gain:
         return Plan("move" if erased else "recompute")
     launch = ("a launch" if erased else f"1/{readers} of a launch" if readers else "no launch")
     return "recompute-cost", (
-        f"{describe(c)} over {_domain_text(c)} would recompute {describe(p)} over {_domain_text(p)} ({ops} ops a point): "
-        f"{estimate.ops} ops more on top of its {estimate.consumer_ops} ops and {estimate.consumer_bytes} B, "
+        f"{describe(c)} over {_domain_text(c)} would recompute {describe(p)} over {_domain_text(p)} ({ops} instructions a point): "
+        f"{estimate.ops} instructions more on top of its {estimate.consumer_ops} and {estimate.consumer_bytes} B, "
         f"{cost:.3g} us > max-recompute={max_recompute:g} x saving {estimate.bytes_saved} B and {launch} ({gain:.3g} us)")
 
 

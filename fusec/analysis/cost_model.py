@@ -210,7 +210,9 @@ class GPU:
     sm_count: int = 132
     bandwidth_bytes_per_us: float = 3.0e6  # ~3 TB/s of achievable HBM bandwidth
     launch_overhead_us: float = 4.5
-    ops_per_us: float = 6.0e7  # ~60 TFLOP/s of fp32 arithmetic outside the tensor cores
+    # fp32 instructions issued outside the tensor cores: 132 SMs x 128 lanes x ~1.98 GHz (an FMA is one, 2 FLOPs);
+    # ops are counted as instructions (FUNCTION_INSTRUCTIONS).  Was 6.0e7 (FLOPs) before 2026-11-27.
+    ops_per_us: float = 3.3e7
     # 16-bit matmuls in cuBLAS (bench/matmul_alignment.py, GPT-2's LM head on an H100): 632 TFLOP/s when every
     # row is 16-byte aligned, 95 TFLOP/s in the kernel it falls back to when one is not.
     matmul_ops_per_us: float = 6.0e8
@@ -279,6 +281,22 @@ def combo_arg_count(kernels: Sequence[F.KernelOp],
 
 # ---------------------------------------------------------------- recomputing a producer in its consumer
 
+# Instructions one fp32 element of a pointwise function takes where an add takes 1: static SASS counts of a
+# Triton kernel for sm_90 compiled by Triton's ptxas (2026-11-27, on the CPU), less a plain copy's.  Upper bounds
+# for sin, cos and tan, whose count includes their large-argument path.  A function not listed counts 1.
+FUNCTION_INSTRUCTIONS = {
+    "div": 9, "exp": 5, "log": 28, "log2": 30, "sigmoid": 12, "sin": 117, "cos": 119, "tan": 115, "tanh": 18,
+    "erf": 30, "erfc": 30, "pow": 81, "log1p": 32, "expm1": 26, "atan": 22, "asin": 30, "acos": 30, "sinh": 26,
+    "cosh": 26,
+}
+
+
+def body_instructions(kernel: F.KernelOp) -> int:
+    """A kernel body's ops weighted by ``FUNCTION_INSTRUCTIONS`` (what recomputing it costs an element)."""
+    return sum(FUNCTION_INSTRUCTIONS.get(op.fn.data, 1) if isinstance(op, F.PointwiseOp) else 1
+               for op in kernel.block.ops)
+
+
 
 @dataclass(frozen=True)
 class Recompute:
@@ -305,12 +323,13 @@ class Recompute:
 def recompute(consumer: F.KernelOp, producer: F.KernelOp, producer_ops: int, hints: SizeHints,
               producer_erased: bool, readers: int) -> Recompute:
     """The estimate for ``consumer`` recomputing ``producer`` (``producer_ops`` per point it reads, distinct
-    read indices included); ``readers``: how many kernels read the producer (0: an extern or output does)."""
+    read indices included, in ``FUNCTION_INSTRUCTIONS`` units); ``readers``: how many kernels read the producer (0:
+    an extern or output does)."""
     consumer_points, producer_points = hints(shapes.numel(consumer.domain_exprs)), hints(producer.domain_exprs[0])
     item = sum(element_bytes(r.type) for r in producer.results)
     once = producer_ops * producer_points if producer_erased else 0
     read = min(consumer_points, producer_points) * item
     stored = producer_points * item if producer_erased else 0
     share = 1.0 if producer_erased else (1.0 / readers if readers else 0.0)
-    return Recompute(max(0, producer_ops * consumer_points - once), len(consumer.block.ops) * consumer_points,
+    return Recompute(max(0, producer_ops * consumer_points - once), body_instructions(consumer) * consumer_points,
                      kernel_bytes(consumer, hints), read + stored, share)
