@@ -439,8 +439,7 @@ def _widened(values: tuple, hint) -> tuple:
 def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
-    spec = ArgSpec(spec.name, {key: _widened(tuple(value), hints[key.replace("-", "_")])
-                               if key.replace("-", "_") in fields else value for key, value in spec.parameters.items()})
+    parameters = {}
     for key, value in spec.parameters.items():
         field = key.replace("-", "_")
         if field not in fields:
@@ -449,11 +448,12 @@ def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
             hint = (f"did you mean {_quoted(close, 'or')}?" if close else
                     f"its options are {_quoted(names)}" if names else "it takes no options")
             raise OptionError(f"pass '{spec.name}' has no option '{key}' ({hint})", key)
+        value = parameters[key] = _widened(tuple(value), hints[field])
         if not _option_fits(value, hints[field]):
             given = ",".join(map(str, value)) if value else "(no value)"
             raise OptionError(f"pass '{spec.name}': option '{key}' expects {type_repr(hints[field])}, got {given}", key)
     try:
-        return cls.from_spec(spec)
+        return cls.from_spec(ArgSpec(spec.name, parameters))
     except (ValueError, TypeError) as e:  # a required option missing, or the pass's own __post_init__ check
         msg = str(e)
         missing = re.match(r'.* requires argument "(\w+)"', msg)

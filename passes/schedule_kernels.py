@@ -21,7 +21,7 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
 * ``per_thread``: the most elements a thread may hold, where the body's estimated registers an element
   (``fusec.analysis.register_pressure``) times what the kind's launch heuristic gives a thread would pass
   ``register-budget``: the heuristic then gives the program more warps or a smaller tile (Llama's rotary
-  embedding, 6 registers an element in 64x64 tiles of 4 warps: 255 registers and spills, 42 us against
+  embedding, 5 registers an element by the estimate, in 64x64 tiles of 4 warps: 255 registers and spills, 42 us against
   Inductor's 7).  Recorded only where it binds.
 * index type: int32 unless some index (or the domain's size) may leave the int32
   range for sizes the bounds admit, masked tail lanes included.
@@ -190,12 +190,7 @@ def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: in
     index = "int64" if needs_int64(kernel, bounds) else "int32"
     alone = isinstance(kernel.parent_op(), F.GraphOp)
     up_to = persistent_up_to(kernel, bounds, limit) if kind == "looped" and runtime_persistent and alone else None
-    per_thread = None
-    if register_budget:
-        most = heuristics.most_per_thread(kind, outer)
-        if up_to is not None:  # its persistent form holds whole rows: the limit serves both forms
-            most = max(most, heuristics.most_per_thread("persistent", outer))
-        per_thread = register_pressure.per_thread_limit(kernel, register_budget, most, outer)
+    per_thread = register_pressure.per_thread_limit(kernel, kind, outer, register_budget, persistent_form=up_to is not None)
     schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to, per_thread=per_thread)
     return schedule, kernel_name(kernel.sym_name.data, kind)
 

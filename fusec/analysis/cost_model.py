@@ -197,7 +197,7 @@ def block_shape(kernel: F.KernelOp, hints: SizeHints) -> BlockShape:
 def _per_thread(kernel: F.KernelOp, kind: str) -> int:
     if (schedule := kernel.schedule) is not None:
         return schedule.per_thread or 0
-    return register_pressure.per_thread_limit(kernel, most=heuristics.most_per_thread(kind)) or 0
+    return register_pressure.per_thread_limit(kernel, kind) or 0
 
 
 # ---------------------------------------------------------------- time estimates

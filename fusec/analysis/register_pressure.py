@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
+from fusec.analysis import heuristics
 from fusec.dialects import fusec as F
 
 REGISTER_BUDGET = 64  # estimated registers a thread may hold its elements in (ptxas's count runs up to twice that)
@@ -65,10 +66,17 @@ def registers_per_element(kernel: F.KernelOp) -> int:
     return peak
 
 
-def per_thread_limit(kernel: F.KernelOp, budget: int = REGISTER_BUDGET, most: int = 32, outer: bool = False) -> int | None:
-    """The most elements a thread of ``kernel`` should hold (a power of 2) so that its estimated registers stay
-    within ``budget`` (twice that for a column sum: ``outer``); None when even ``most`` fits (no kernel's tile gives a
-    thread more)."""
+def per_thread_limit(kernel: F.KernelOp, kind: str, outer: bool = False, budget: int = REGISTER_BUDGET,
+                     persistent_form: bool = False) -> int | None:
+    """The most elements a thread of ``kernel``, scheduled as ``kind``, should hold (a power of 2) so that its
+    estimated registers stay within ``budget`` (twice that for a column sum: ``outer``); None when the budget is 0 or
+    when even the most the kind's heuristic gives a thread fits (``heuristics.most_per_thread``; with
+    ``persistent_form``, a looped kernel's persistent form too, which the limit also serves)."""
+    if not budget:
+        return None
+    most = heuristics.most_per_thread(kind, outer)
+    if persistent_form:
+        most = max(most, heuristics.most_per_thread("persistent", outer))
     per_element = registers_per_element(kernel)
     if outer:
         budget *= 2

@@ -48,7 +48,7 @@ def only_kernel(module):
 def test_a_light_kernel_holds_a_value_and_an_address_an_element_and_gets_no_limit():
     kernel = only_kernel(apply_passes(negation("f32"), FormKernels()))
     assert registers_per_element(kernel) == 2
-    assert per_thread_limit(kernel, budget=64, most=8) is None
+    assert per_thread_limit(kernel, "pointwise", budget=64) is None
 
 
 def test_a_64_bit_value_takes_two_registers_an_element():
@@ -61,11 +61,12 @@ def test_a_heavy_tiled_body_gets_a_power_of_2_limit_within_the_budget():
     assert kernel.is_tiled
     per_element = registers_per_element(kernel)
     assert per_element >= 5  # the transposed load, the angle, cos and sin live at once
-    limit = per_thread_limit(kernel, budget=64, most=32)
+    limit = per_thread_limit(kernel, "tiled", budget=64)
     assert limit is not None and limit & (limit - 1) == 0
     assert per_element * limit <= 64 < per_element * limit * 2
-    assert per_thread_limit(kernel, budget=64 * 32, most=32) is None  # a budget that fits every tile binds nothing
-    assert per_thread_limit(kernel, budget=64, most=32, outer=True) == 2 * limit  # column sums get twice the budget
+    assert per_thread_limit(kernel, "tiled", budget=64 * 32) is None  # a budget that fits every tile binds nothing
+    assert per_thread_limit(kernel, "tiled", budget=0) is None  # register-budget=0: no limit
+    assert per_thread_limit(kernel, "tiled", outer=True, budget=64) == 2 * limit  # column sums get twice the budget
 
 
 KINDS = ["pointwise", "tiled", "persistent", "looped"]
