@@ -30,6 +30,7 @@ def _lazy(module: str, cls: str) -> PassFactory:
 # fusec's own passes, in pipeline order.  form-kernels is the correctness baseline every pipeline starts with.
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "channels-last": ("fusec.passes.channels_last", "ChannelsLast"),
+    "attention-layouts": ("fusec.passes.attention_layouts", "AttentionLayouts"),
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
     "bias-epilogues": ("fusec.passes.bias_epilogues", "BiasEpilogues"),
     "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),

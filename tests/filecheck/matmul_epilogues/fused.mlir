@@ -1,8 +1,8 @@
 // RUN: fusec-opt %s -p "form-kernels,dce,vertical-fusion,matmul-epilogues{when=always cost-rule=false},dce" | filecheck %s
 // RUN: fusec-opt %s -p "form-kernels,dce,vertical-fusion,matmul-epilogues{when=always cost-rule=false},dce" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // The default pipeline with the cost rule off (these products are small: fused, they would lose to cuBLAS).
-// RUN: fusec-opt %s -p "channels-last,pad-matmuls,bias-epilogues,sink-gathers,form-kernels,dce,vertical-fusion,matmul-epilogues{cost-rule=false},reduction-fusion,split-reductions,combo-grouping,tile-pointwise,canonicalize,dce,schedule-kernels,mutate-in-place" | filecheck %s --check-prefix=PIPELINE
-// RUN: fusec-opt %s -p "channels-last,pad-matmuls,bias-epilogues,sink-gathers,form-kernels,dce,vertical-fusion,matmul-epilogues{cost-rule=false},reduction-fusion,split-reductions,combo-grouping,tile-pointwise,canonicalize,dce,schedule-kernels,mutate-in-place" | fusec-opt | filecheck %s --check-prefix=PIPELINE
+// RUN: fusec-opt %s -p "channels-last,attention-layouts,pad-matmuls,bias-epilogues,sink-gathers,form-kernels,dce,vertical-fusion,matmul-epilogues{cost-rule=false},reduction-fusion,split-reductions,combo-grouping,tile-pointwise,canonicalize,dce,schedule-kernels,mutate-in-place" | filecheck %s --check-prefix=PIPELINE
+// RUN: fusec-opt %s -p "channels-last,attention-layouts,pad-matmuls,bias-epilogues,sink-gathers,form-kernels,dce,vertical-fusion,matmul-epilogues{cost-rule=false},reduction-fusion,split-reductions,combo-grouping,tile-pointwise,canonicalize,dce,schedule-kernels,mutate-in-place" | fusec-opt | filecheck %s --check-prefix=PIPELINE
 
 // A matmul and the pointwise kernel that reads its product element by element become one matmul kernel:
 // the product is the fp32 sum over r of A at (m, r) times B at (r, n), rounded to bf16, and the epilogue reads it
