@@ -8,7 +8,10 @@ Out: a matmul kernel ``fusec.kernel @k [B*M*N, K] matmul [B, M, N]`` that comput
      kernel's body on it as its epilogue: the product is never written to memory and read back (for a
      [8192, 4096] bf16 product, 128 MiB of traffic) and the epilogue's launch is gone.  Where something else
      reads the product too (the pre-activation a backward saves), the kernel stores it as well.  Over a padded
-     product the epilogue's loads and stores are masked to its columns (``mod(x, N) < N'``).  The lowering
+     product the epilogue's loads and stores are masked to its columns (``mod(x, N) < N'``), and where B is the
+     transposed zero-padded copy of a weight that only this matmul reads (pad-matmuls pads an LM head's weight
+     rows for cuBLAS), the kernel reads the weight itself, the padding's columns wrapped onto its rows
+     (``mod(n, N')``, masked off at the store): the copy is not made (GPT-2's LM head: 77 MB a call).  The lowering
      runs the reduction as ``tl.dot`` over tiles that ``schedule-kernels`` chooses and records.
 
 The cost rule (``cost-rule``, on by default) compares the Triton main loop with cuBLAS: the fused kernel
@@ -50,7 +53,7 @@ from dataclasses import dataclass
 import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.analysis.cost_model import GPU, SizeHints, buffer_bytes, parse_size_hints, resolve_size_hints
@@ -163,9 +166,10 @@ def _matmul(extern: F.ExternOp) -> _Matmul | str:
     return f"ranks {ta.rank}, {tb.rank} -> {tp.rank}"
 
 
-def matmul_kernel(mm: _Matmul, name: str) -> F.KernelOp:
+def matmul_kernel(mm: _Matmul, name: str, unpadded_b: tuple[SSAValue, sympy.Expr] | None = None) -> F.KernelOp:
     """The product as a reduction kernel over [B*M*N, K]: fp32 products of A's and B's elements summed over r, then
-    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads)."""
+    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads).  ``unpadded_b``: (B'
+    [K, N'], N') to read B's column n from instead, at n mod N' (columns past N' are a zero padding nobody stores)."""
     batch, m, n, k = mm.dims
     kb = KernelBuilder({X: batch * m * n, R: k})
     b_of_x = shapes.FloorDiv(X, m * n) if batch != 1 else sympy.Integer(0)
@@ -173,7 +177,10 @@ def matmul_kernel(mm: _Matmul, name: str) -> F.KernelOp:
     n_of_x = sympy.Mod(X, n)
     lead = [b_of_x] if batch != 1 else []
     a = kb.element(mm.a, [*lead, m_of_x, R])
-    b = kb.element(mm.b, [*lead, R, n_of_x])
+    if unpadded_b is None:
+        b = kb.element(mm.b, [*lead, R, n_of_x])
+    else:
+        b = kb.element(unpadded_b[0], [*lead, R, sympy.Mod(n_of_x, unpadded_b[1])])
     et = mm.product_type.element_type
     if et != F.F32:
         a, b = kb.add(F.PointwiseOp("convert", [a], F.F32)), kb.add(F.PointwiseOp("convert", [b], F.F32))
@@ -224,17 +231,19 @@ class _Fuser:
                          extern, epilogue)
             return
         others = [u for u in readers if u is not epilogue]
+        padding = None if others else _zero_padded_weight(mm, placement)
         if self.options.cost_rule and (slow := _slow_functions(epilogue, mm)):
             self.decline("epilogue-cost", f"{what} -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
                          "(libdevice) after the main loop, where a kernel of its own hides it under memory traffic",
                          extern, epilogue)
             return
         if self.options.cost_rule:
-            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others))
+            copy_bytes = buffer_bytes(tensor_type_of(padding[2].outputs[0]), self.hints) * 2 if padding else 0
+            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others), copy_bytes=copy_bytes)
             if refusal is not None:
                 self.decline(*refusal, extern, epilogue)
                 return
-        self._merge(extern, mm, epilogue, others, placement)
+        self._merge(extern, mm, epilogue, others, placement, padding)
 
     def _placement(self, mm: _Matmul, epilogue: F.KernelOp) -> _Placement | str:
         """How ``epilogue``'s points sit among the product's elements, or why they do not: element for element over
@@ -273,7 +282,10 @@ class _Fuser:
         column = sympy.Mod(X, n)
         return _Placement({X: columns * shapes.FloorDiv(X, n) + column}, (column, columns))
 
-    def _cost_refusal(self, mm: _Matmul, epilogue: F.KernelOp, stored_too: bool) -> tuple[str, str] | None:
+    def _cost_refusal(self, mm: _Matmul, epilogue: F.KernelOp, stored_too: bool,
+                      copy_bytes: float = 0) -> tuple[str, str] | None:
+        """Why the cost rule keeps cuBLAS, or None.  ``copy_bytes``: the traffic of a weight's zero-padded copy that
+        fusing makes unneeded (its read and write), saved with its kernel's fixed time."""
         et = mm.product_type.element_type
         if et == F.F32 and self.exact_fp32:
             return "fp32-exact", ("an fp32 matmul at float32_matmul_precision 'highest' (exact fp32, no TF32) stays "
@@ -289,6 +301,8 @@ class _Fuser:
         exposed = sum(b for b in (buffer_bytes(tensor_type_of(v), self.hints) for v in epilogue.inputs
                                   if v is not mm.product) if b >= product)
         saved_us = (traffic - exposed) / _GPU.bandwidth_bytes_per_us + _GPU.kernel_latency_us
+        if copy_bytes:
+            saved_us += copy_bytes / _GPU.bandwidth_bytes_per_us + _GPU.kernel_latency_us
         if lost_us >= saved_us:
             loads = f" (its loads of product-sized operands, {exposed / 1e6:.1f} MB, exposed after the main loop)" if exposed else ""
             return "main-loop-cost", (f"[{batch}x{m}x{n}, K={k}]: the Triton main loop at {self.options.efficiency:.0%} "
@@ -296,9 +310,17 @@ class _Fuser:
                                       f"fusing saves {saved_us:.1f} us{loads}")
         return None
 
-    def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement) -> None:
+    def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement,
+               padding: tuple[SSAValue, F.PermuteOp, F.KernelOp] | None) -> None:
         what = extern.target.data
-        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"))
+        unpadded_b = None
+        if padding is not None:  # B read from the weight itself, as a transposed view made here
+            weight, view, copy = padding
+            t = tensor_type_of(weight)
+            transposed = F.PermuteOp(weight, [1, 0], TensorType(t.dims[::-1], t.element_type, t.layout[::-1]))
+            self.graph.insert(transposed, extern)
+            unpadded_b = (transposed.result, t.dims[0])
+        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), unpadded_b)
         self.graph.insert(kernel, extern)
         mm.product.replace_all_uses_with(kernel.outputs[0])
         merged, replaced = join(kernel, epilogue, placement.mapping, self.graph, placement.valid)
@@ -307,6 +329,8 @@ class _Fuser:
             discard(merged)
             kernel.outputs[0].replace_all_uses_with(mm.product)
             self.graph.erase(kernel)
+            if unpadded_b is not None:
+                self.graph.erase(unpadded_b[0].owner)
             self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
             return
         merged.mark_matmul(mm.dims[:3])
@@ -316,9 +340,81 @@ class _Fuser:
         kept = f"; the product is also stored for {_readers(others)}" if others else ""
         if placement.valid is not None:
             kept += f"; the epilogue runs on its first {shapes.print_expr(placement.valid[1])} columns"
+        if padding is not None:  # nothing reads the zero-padded copy now: it is not made
+            weight, view, copy = padding
+            self.graph.erase(view)
+            self.graph.erase(copy)
+            kept += (f"; B is read from {describe_user(weight.owner) if isinstance(weight.owner, Operation) else 'a graph input'} "
+                     "itself, not its zero-padded copy (pad-matmuls' rows for cuBLAS), which is no longer made")
         remarks.emit(PASS, "matmul-epilogue", f"{what} [{', '.join(shapes.print_expr(d) for d in mm.dims)}] and "
                      f"{describe(epilogue)} run as one kernel: its epilogue reads the product from registers{kept}",
                      merged)
+
+
+def _zero_padded_weight(mm: _Matmul, placement: _Placement) -> tuple[SSAValue, F.PermuteOp, F.KernelOp] | None:
+    """(W, the transposed view, the copy) where B is the transposed view of a kernel that copies a weight W [N', K]
+    and appends zero rows (pad-matmuls' padding of a weight read as ``w.t()``, as form-kernels makes it), the
+    epilogue reads only the product's first N' columns, and nothing else reads the copy.  A Triton main loop needs no
+    aligned rows: it reads W itself, wrapping the padding's columns (masked off at the store) onto W's rows."""
+    if placement.valid is None or mm.dims[0] != 1:
+        return None
+    view = mm.b.owner
+    if not (isinstance(view, F.PermuteOp) and view.perm_list == [1, 0]) or sum(1 for _ in view.result.uses) != 1:
+        return None
+    copy = view.input.owner
+    if not (isinstance(copy, F.KernelOp) and isinstance(copy.parent_op(), F.GraphOp) and len(copy.inputs) == 1
+            and len(copy.outputs) == 1 and set(u.operation for u in copy.outputs[0].uses) == {view}):
+        return None
+    weight = copy.inputs[0]
+    tw, tp = tensor_type_of(weight), tensor_type_of(copy.outputs[0])
+    if not (tw.rank == tp.rank == 2 and tw.is_contiguous and tp.is_contiguous and tw.dims[1] == tp.dims[1]
+            and tw.element_type == tp.element_type and equal(tw.dims[0], placement.valid[1])):
+        return None
+    return (weight, view, copy) if _copies_rows_then_zeros(copy, shapes.numel(tw.dims)) else None
+
+
+def _copies_rows_then_zeros(copy: F.KernelOp, numel: sympy.Expr) -> bool:
+    """Whether the kernel's one store is ``where(c, load(W[x], mask c), 0)`` at [x] with c true for every x below
+    W's ``numel``: its first ``numel`` elements are W's (what form-kernels makes of a ``fusec.cat`` of W and zeros)."""
+    stores = [op for op in copy.block.ops if isinstance(op, F.StoreOp)]
+    if len(stores) != 1 or stores[0].mask is not None or not same_index(stores[0].index.data, X):
+        return False
+    select = stores[0].value.owner
+    if not (isinstance(select, F.PointwiseOp) and select.fn.data == "where"):
+        return False
+    cond, loaded, zero = select.inputs
+    load = loaded.owner
+    if not (isinstance(load, F.LoadOp) and load.buffer is copy.block.args[0] and load.offset is None
+            and load.mask is cond and same_index(load.index.data, X)):
+        return False
+    if not (isinstance(zero.owner, F.ConstantOp) and zero.owner.value.data == 0):
+        return False
+    return _true_below(cond, numel)
+
+
+def _true_below(v: SSAValue, numel: sympy.Expr) -> bool:
+    """Whether the kernel's boolean ``v`` is proved true at every x below ``numel``: a conjunction of ``e >= lo`` and
+    ``e < hi`` for index expressions e and constant bounds."""
+    op = v.owner
+    if isinstance(op, F.PointwiseOp) and op.fn.data == "logical_and":
+        return all(_true_below(x, numel) for x in op.inputs)
+    if not (isinstance(op, F.PointwiseOp) and op.fn.data in ("lt", "ge") and len(op.inputs) == 2):
+        return False
+    e, bound = (_index_value(x) for x in op.inputs)
+    if e is None or bound is None:
+        return False
+    if op.fn.data == "lt":
+        return indexing.proves_below(e, bound, {X: numel})
+    return indexing.nonnegative(sympy.expand(indexing.bounds(e, {X: numel})[0] - bound))
+
+
+def _index_value(v: SSAValue) -> sympy.Expr | None:
+    op = v.owner
+    if isinstance(op, F.SymbolicOp):
+        return op.expr.data
+    if isinstance(op, F.ConstantOp) and isinstance(op.value.data, int):
+        return sympy.Integer(op.value.data)
+    return None
 
 
 def _occupancy_penalty(tiles: int) -> float:

@@ -86,6 +86,35 @@ def test_matmul_kernels_give_the_reference_interpreters_results(name, device):
         assert_same_results(interpreter.run(reference, inputs), got, **tol)
 
 
+def lm_head(dtype: str) -> str:
+    """x [s0, 24] @ w.t() with w [33, 24]: 33 outputs, rows pad-matmuls pads (bf16: 66 bytes) for cuBLAS."""
+    x, w, wt, y = _t("s0, 24", dtype), _t("33, 24", dtype), _t("24, 33", dtype, "1, 24"), _t("s0, 33", dtype)
+    body = f"""    %wt = fusec.permute %w [1, 0] : {w} -> {wt}
+    %p = fusec.extern "aten.mm.default"(%x, %wt) : ({x}, {wt}) -> {y}
+    %o = fusec.pointwise "neg" %p : ({y}) -> {y}
+    fusec.output %o : {y}"""
+    return _graph("lm_head", f"%x : {x}, %w : {w}", y, body, "symbols(s0 in [1, inf])")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+def test_a_matmul_kernel_reads_the_weight_not_its_zero_padded_copy(device):
+    """pad-matmuls pads the weight's rows for cuBLAS; fused into a Triton kernel, the product reads the weight itself
+    (the padding's columns wrap onto its rows and are masked off at the store): no copy is made."""
+    text = lm_head("bf16")
+    reference, module = parse(text), parse(text)
+    got_remarks = run_pipeline(make_context(), module, FORCED.replace("pad-matmuls", "pad-matmuls{when=always cost-rule=false}"))
+    (matmul,) = [k for k in kernels(module) if k.is_matmul]
+    assert [k.sym_name.data for k in kernels(module)] == [matmul.sym_name.data]  # no padding kernel
+    graph = next(op for op in module.walk() if isinstance(op, F.GraphOp))
+    assert matmul.inputs[1] is graph.block.args[1] and matmul.matmul_dims[2] == 40  # the weight, 40 columns computed
+    assert any("not its zero-padded copy" in r.message for r in got_remarks.remarks), got_remarks.text()
+    compiled = compile_module(module, {"s0": 33})
+    for size in (1, 33, 70):
+        inputs = random_inputs(reference, {"s0": size}, seed=size)
+        got = [t.cpu() for t in compiled([t.to(device) for t in inputs])]
+        assert_same_results(interpreter.run(reference, inputs), got, rtol=2e-2, atol=2e-2)
+
+
 def test_the_interpreter_runs_a_matmul_kernel_as_the_reduction_it_is():
     reference, module = parse(CASES["bmm-f32"]), _fused(CASES["bmm-f32"])
     inputs = random_inputs(reference, {}, seed=3)
