@@ -20,6 +20,11 @@ builtin.module {
     %o, %lse = fusec.extern "aten._scaled_dot_product_cudnn_attention.default"(%q, %k, %v, none, false, scale = 0.125) results [0, 1] : (!fusec.tensor<[2, 8, 8, 64], bf16>, !fusec.tensor<[2, 8, 8, 64], bf16>, !fusec.tensor<[2, 8, 8, 64], bf16>) -> (!fusec.tensor<[2, 8, 8, 64], bf16, strides [4096, 64, 512, 1]>, !fusec.tensor<[2, 8, 8, 1], f32>)
     fusec.output %o : !fusec.tensor<[2, 8, 8, 64], bf16, strides [4096, 64, 512, 1]>
   }
+  fusec.graph @symbolic(%q : !fusec.tensor<[s0, 8, s1, 64], bf16>, %k : !fusec.tensor<[s0, 8, s1, 64], bf16>, %v : !fusec.tensor<[s0, 8, s1, 64], bf16>) -> (!fusec.tensor<[s0, 8, s1, 64], bf16, strides [512*s1, 64, 512, 1]>) symbols(s0 in [1, inf], s1 in [2, inf]) attributes {fusec.device = "cuda"} {
+    %qe = fusec.pointwise "neg" %q : (!fusec.tensor<[s0, 8, s1, 64], bf16>) -> !fusec.tensor<[s0, 8, s1, 64], bf16>
+    %o, %lse = fusec.extern "aten._scaled_dot_product_cudnn_attention.default"(%qe, %k, %v, none, false, scale = 0.125) results [0, 1] : (!fusec.tensor<[s0, 8, s1, 64], bf16>, !fusec.tensor<[s0, 8, s1, 64], bf16>, !fusec.tensor<[s0, 8, s1, 64], bf16>) -> (!fusec.tensor<[s0, 8, s1, 64], bf16, strides [512*s1, 64, 512, 1]>, !fusec.tensor<[s0, 8, s1, 1], f32>)
+    fusec.output %o : !fusec.tensor<[s0, 8, s1, 64], bf16, strides [512*s1, 64, 512, 1]>
+  }
   fusec.graph @on_cpu(%q : !fusec.tensor<[2, 8, 8, 64], bf16>, %k : !fusec.tensor<[2, 8, 8, 64], bf16>, %v : !fusec.tensor<[2, 8, 8, 64], bf16>) -> (!fusec.tensor<[2, 8, 8, 64], bf16, strides [4096, 64, 512, 1]>) attributes {fusec.device = "cpu"} {
     %qe = fusec.pointwise "neg" %q : (!fusec.tensor<[2, 8, 8, 64], bf16>) -> !fusec.tensor<[2, 8, 8, 64], bf16>
     %o, %lse = fusec.extern "aten._scaled_dot_product_cudnn_attention.default"(%qe, %k, %v, none, false, scale = 0.125) results [0, 1] : (!fusec.tensor<[2, 8, 8, 64], bf16>, !fusec.tensor<[2, 8, 8, 64], bf16>, !fusec.tensor<[2, 8, 8, 64], bf16>) -> (!fusec.tensor<[2, 8, 8, 64], bf16, strides [4096, 64, 512, 1]>, !fusec.tensor<[2, 8, 8, 1], f32>)
@@ -37,12 +42,16 @@ builtin.module {
 // A graph input keeps its layout; a graph marked as running on the CPU is left alone.
 // CHECK-LABEL: fusec.graph @query_input
 // CHECK-NOT:   strides [4096, 64, 512, 1]>, !fusec.tensor<[2, 8, 8, 64], bf16, strides
+// Symbolic sizes: the strides are expressions of them.
+// CHECK-LABEL: fusec.graph @symbolic
+// CHECK:       fusec.pointwise "neg" {{.*}} -> !fusec.tensor<[s0, 8, s1, 64], bf16, strides [512*s1, 64, 512, 1]>
 // CHECK-LABEL: fusec.graph @on_cpu
 // CHECK:       fusec.pointwise "neg" {{.*}} -> !fusec.tensor<[2, 8, 8, 64], bf16>
 // CHECK-NEXT:  fusec.extern
 
 // REMARK:     attention-layouts: attention-layout: aten._scaled_dot_product_cudnn_attention.default: its query is stored with strides [4096, 64, 512, 1]
 // REMARK:     attention-layouts: attention-layout-declined: aten._scaled_dot_product_cudnn_attention.default: its query keeps its layout (a graph input: its layout is the caller's)
+// REMARK:     attention-layouts: attention-layout: aten._scaled_dot_product_cudnn_attention.default: its query is stored with strides [512*s1, 64, 512, 1]
 // REMARK-NOT: attention-layout
 
 // The kernel computing the query walks it in its new memory order: it reads its contiguous operands transposed.
