@@ -38,6 +38,11 @@ readers); else a recompute-cost remark with the numbers.  Ops count as the instr
 take (``cost_model.FUNCTION_INSTRUCTIONS``: a cos is ~120 adds): Llama's rotary cos and sin,
 computed once over [T, D], were recomputed for every element of q and k in every layer.  P goes once its last reader
 inlined it; it stays while an extern or the graph output reads it.
+``cross-domain``: ``per-reader`` (the default) decides reader by reader as above, crediting each a share of P's
+launch; ``per-producer`` decides once for all of P's readers whether every reader recomputes it (their added time against
+P's store, all their loads and P's launch); where not, or where P must stay anyway (an extern or the graph output
+reads it, or a reader may not inline it), P stays and a reader recomputes it only where its own load pays for that.  Off by default until
+measured on a GPU (fp32 Llama: each of the rotary cos's 8 readers recomputes it under per-reader).
 Limits on the merged kernel: ``max-ops`` body ops, ``max-inputs`` input buffers (limit).
 Externs never merge: at the end, every kernel reading an extern's result gets an
 extern-producer remark, every pointwise kernel feeding one an extern-consumer remark.
@@ -146,23 +151,53 @@ def same_domain(p: F.KernelOp, c: F.KernelOp) -> bool:
     return equal(shapes.numel(c.domain_exprs), p.domain_exprs[0])
 
 
-def plan_across_domains(p: F.KernelOp, c: F.KernelOp, graph: Graph, hints: SizeHints, max_recompute: float) -> Plan | Decline:
-    """P read through a broadcast, a slice or a gather: C recomputes P at each point that reads it, if
-    the recomputed work costs at most ``max_recompute`` times what it saves (cost_model.recompute)."""
+def _recompute_ops(p: F.KernelOp, c: F.KernelOp) -> int:
+    """The instructions C adds at each of its points to recompute P: P's body (a sin or an erf is many instructions)
+    at each distinct index C reads it at."""
     sites = len({(load.index.data, load.mask, load.offset) for load, _ in loads_of(c, p.results)})
+    return (cost_model.body_instructions(p) - len(p.outputs)) * sites
+
+
+def plan_across_domains(p: F.KernelOp, c: F.KernelOp, graph: Graph, hints: SizeHints, max_recompute: float,
+                        decided: dict[F.KernelOp, bool] | None = None) -> Plan | Decline:
+    """P read through a broadcast, a slice or a gather: C recomputes P at each point that reads it, if
+    the recomputed work costs at most ``max_recompute`` times what it saves (cost_model.recompute).
+    ``decided``: the per-producer decisions (``cross-domain=per-producer``), made at P's first reader and kept."""
     users = graph.users(p)
     erased = users == [c]
     readers = len(users) if all(isinstance(u, F.KernelOp) for u in users) else 0
-    ops = (cost_model.body_instructions(p) - len(p.outputs)) * sites  # a sin or an erf is many instructions
+    ops = _recompute_ops(p, c)
+    if decided is not None:
+        if p not in decided and readers and all(isinstance(u, F.KernelOp) and legality(p, u) is None for u in users):
+            decided[p] = _all_readers_pay(p, users, hints, max_recompute)
+        if decided.get(p):  # all its readers take it in, the last one too
+            return Plan("move" if erased else "recompute")
+        # P stays (its readers together would not pay for it, or one cannot take it in): C recomputes it only where
+        # C's own load of it pays, with no share of P's store or launch.
+        erased, readers = False, 0
+        stays = (" (it stays stored: its readers together would not pay for it)" if p in decided
+                 else " (it stays stored for a reader that cannot take it in)")
+    else:
+        stays = ""
     estimate = cost_model.recompute(c, p, ops, hints, erased, readers)
     cost, gain = estimate.cost_us(GPU_MODEL), estimate.gain_us(GPU_MODEL)
     if cost <= max_recompute * gain:
         return Plan("move" if erased else "recompute")
-    launch = ("a launch" if erased else f"1/{readers} of a launch" if readers else "no launch")
+    launch = ("a launch" if erased else f"1/{readers} of a launch" if readers else "no launch") + stays
     return "recompute-cost", (
         f"{describe(c)} over {_domain_text(c)} would recompute {describe(p)} over {_domain_text(p)} ({ops} instructions a point): "
         f"{estimate.ops} instructions more on top of its {estimate.consumer_ops} and {estimate.consumer_bytes} B, "
         f"{cost:.3g} us > max-recompute={max_recompute:g} x saving {estimate.bytes_saved} B and {launch} ({gain:.3g} us)")
+
+
+def _all_readers_pay(p: F.KernelOp, users: list, hints: SizeHints, max_recompute: float) -> bool:
+    """Whether every reader recomputing P costs at most ``max_recompute`` times what it saves: each reader's added
+    time (``cost_model.recompute``, P kept), against P's store, every reader's load of it and P's launch."""
+    estimates = [cost_model.recompute(u, p, _recompute_ops(p, u), hints, False, len(users)) for u in users]
+    cost = sum(e.cost_us(GPU_MODEL) for e in estimates)
+    stored = hints(p.domain_exprs[0]) * sum(cost_model.element_bytes(r.type) for r in p.results)
+    gain = (sum(e.bytes_saved for e in estimates) + stored) / GPU_MODEL.bandwidth_bytes_per_us + GPU_MODEL.launch_overhead_us
+    return cost <= max_recompute * gain
 
 
 def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: int, keep_narrow: bool = False) -> Plan | Decline:
@@ -193,6 +228,7 @@ def plan_merge(p: F.KernelOp, c: F.KernelOp, graph: Graph, recompute_max_ops: in
 
 
 WAIT = "materialise-later"
+CROSS_DOMAIN = ("per-reader", "per-producer")
 
 
 def only_widens(c: F.KernelOp, graph: Graph) -> bool:
@@ -300,6 +336,7 @@ class VerticalFuser:
     def __post_init__(self):
         self.declines = Declines(PASS)
         self.tried: set[tuple] = set()
+        self.decided: dict[F.KernelOp, bool] | None = {} if self.options.cross_domain == "per-producer" else None
 
     def run(self) -> None:
         work = Worklist(self.graph, [k for k in self.graph.kernels() if not k.is_reduction])
@@ -338,7 +375,7 @@ class VerticalFuser:
     def _decide(self, p: F.KernelOp, c: F.KernelOp) -> Plan | Decline:
         return legality(p, c) or (
             plan_merge(p, c, self.graph, self.options.recompute_max_ops, self.options.keep_narrow) if same_domain(p, c)
-            else plan_across_domains(p, c, self.graph, self.hints, self.options.max_recompute))
+            else plan_across_domains(p, c, self.graph, self.hints, self.options.max_recompute, self.decided))
 
 
 @dataclass(frozen=True)
@@ -349,7 +386,8 @@ class VerticalFusion(ModulePass):
     recompute-max-ops (the largest producer recomputed rather than kept materialised, over equal domains),
     max-recompute (over different domains: the most recomputed work may cost, as a multiple of what it saves),
     keep-narrow (a value read through an upcast that its readers recompute is stored narrow by one of them
-    rather than by the upcast: ``only_widens``; off until measured on a GPU).
+    rather than by the upcast: ``only_widens``; off until measured on a GPU),
+    cross-domain (``per-reader`` or ``per-producer``: see the module docstring).
     """
 
     name = PASS
@@ -359,6 +397,11 @@ class VerticalFusion(ModulePass):
     recompute_max_ops: int = 8
     max_recompute: float = 1.0
     keep_narrow: bool = False
+    cross_domain: str = "per-reader"
+
+    def __post_init__(self) -> None:
+        if self.cross_domain not in CROSS_DOMAIN:
+            raise ValueError(f"cross-domain must be one of {', '.join(CROSS_DOMAIN)}, got {self.cross_domain!r}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:

@@ -279,3 +279,10 @@ def test_keep_narrow_stores_the_stream_instead_of_recomputing_it(layers):
     assert len(kernels(narrow)) == layers + 2
     assert len(kernels(default)) == 3 * layers // 2 + 2
     assert max(len(k.inputs) for k in kernels(narrow)) <= 3
+
+
+def test_cross_domain_takes_per_reader_or_per_producer():
+    assert VerticalFusion().cross_domain == "per-reader"
+    assert VerticalFusion(cross_domain="per-producer").cross_domain == "per-producer"
+    with pytest.raises(ValueError, match="cross-domain must be one of per-reader, per-producer"):
+        VerticalFusion(cross_domain="sometimes")
