@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
+from fusec.passes.channels_last import fixed_layout
 from fusec.passes.pad_matmuls import check_when, skipped_here
 
 PASS = "attention-layouts"
@@ -73,11 +73,11 @@ def _relayout_query(extern: F.ExternOp) -> None:
     if not (isinstance(q, TensorType) and isinstance(out, TensorType)) or q.dims != out.dims or not q.is_contiguous \
             or out.is_contiguous or shapes.dense_dim_order(out.dims, out.layout) is None:
         return
-    why = _fixed(query)
+    why = fixed_layout(query)
     what = extern.target.data
     if why is not None:
-        remarks.emit(PASS, "attention-layout-declined", f"{what}: its query keeps its layout ({why}), so its result "
-                     "comes in that order, not the declared one: a view of it that a kernel reads is copied", extern)
+        remarks.emit(PASS, "attention-layout-declined", f"{what}: its query keeps its layout, {why}; its result comes "
+                     "in that order, not the declared one: a view of it that a kernel reads is copied", extern)
         return
     query = Rewriter.replace_value_with_new_type(query, TensorType(q.dims, q.element_type, out.layout))
     for copy in [u.operation for u in query.uses if isinstance(u.operation, F.PointwiseOp)]:
@@ -88,20 +88,3 @@ def _relayout_query(extern: F.ExternOp) -> None:
             Rewriter.erase_op(copy)
     remarks.emit(PASS, "attention-layout", f"{what}: its query is stored with strides [{', '.join(map(str, out.layout))}], "
                  "the declared result's, which cuDNN then gives its result (no copy where a view reads it)", extern)
-
-
-def _fixed(v: SSAValue) -> str | None:
-    """Why ``v``'s layout is not the compiler's to change, or None."""
-    if isinstance(v, BlockArgument):
-        return "a graph input: its layout is the caller's"
-    owner = v.owner
-    assert isinstance(owner, Operation)
-    if not isinstance(owner, F.PointwiseOp):
-        return f"made by {owner.name}"
-    for use in v.uses:
-        reader = use.operation
-        if isinstance(reader, F.OutputOp):
-            return "a graph output: its strides are eager's"
-        if not isinstance(reader, (F.PointwiseOp, F.ReduceOp, F.ExternOp)):
-            return f"read by {reader.name}"
-    return None

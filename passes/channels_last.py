@@ -34,6 +34,7 @@ outputs, a backward), whose forward cannot hand its saved tensors on channels-la
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -115,6 +116,28 @@ def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
     return True
 
 
+def fixed_layout(v: SSAValue, chooses: Callable[[Operation], bool] = lambda op: False,
+                 saved_from: int | None = None) -> str | None:
+    """Why the compiler may not change the layout of ``v``, or None: it must be made by a pointwise op (or an op
+    ``chooses`` says lets the compiler choose) and read only by ops that read any layout -- kernels-to-be and
+    externs, never a view, and never the graph output but for outputs from ``saved_from`` on (saved tensors whose
+    strides the backend reports)."""
+    if isinstance(v, BlockArgument):
+        return "a graph input (its layout is the caller's)"
+    owner = v.owner
+    assert isinstance(owner, Operation)
+    if not (isinstance(owner, F.PointwiseOp) or chooses(owner)):
+        return f"made by {owner.name} (its layout is not the compiler's to choose)"
+    for use in v.uses:
+        reader = use.operation
+        if isinstance(reader, F.OutputOp):
+            if saved_from is None or use.index < saved_from:
+                return "a graph output (eager's strides)"
+        elif not isinstance(reader, (F.PointwiseOp, F.ReduceOp, F.ExternOp)):
+            return f"read by {reader.name}"
+    return None
+
+
 def _is_4d(v: SSAValue) -> bool:
     return isinstance(v.type, TensorType) and v.type.rank == 4
 
@@ -134,21 +157,8 @@ class _Relayout:
             return "not a 4-D tensor"
         if not t.is_contiguous:
             return "already laid out otherwise"
-        if isinstance(v, BlockArgument):
-            return "a graph input (its layout is the caller's)"
-        owner = v.owner
-        assert isinstance(owner, Operation)
-        if not (isinstance(owner, F.PointwiseOp) or (isinstance(owner, F.ExternOp) and owner.target.data in
-                                                     (CONVOLUTION, CONVOLUTION_BACKWARD, *FOLLOWERS))):
-            return f"made by {owner.name} (its layout is not the compiler's to choose)"
-        for use in v.uses:
-            reader = use.operation
-            if isinstance(reader, F.OutputOp):
-                if self.saved_from is None or use.index < self.saved_from:
-                    return "a graph output (eager's strides)"
-            elif not isinstance(reader, (F.PointwiseOp, F.ReduceOp, F.ExternOp)):
-                return f"read by {reader.name}"
-        return None
+        return fixed_layout(v, lambda op: isinstance(op, F.ExternOp) and op.target.data in
+                            (CONVOLUTION, CONVOLUTION_BACKWARD, *FOLLOWERS), self.saved_from)
 
     def run(self, convs: list[F.ExternOp]) -> None:
         chosen, copies, copied_back = self.choose(convs)

@@ -166,10 +166,10 @@ def _matmul(extern: F.ExternOp) -> _Matmul | str:
     return f"ranks {ta.rank}, {tb.rank} -> {tp.rank}"
 
 
-def matmul_kernel(mm: _Matmul, name: str, unpadded_b: tuple[SSAValue, sympy.Expr] | None = None) -> F.KernelOp:
+def matmul_kernel(mm: _Matmul, name: str, weight: SSAValue | None = None) -> F.KernelOp:
     """The product as a reduction kernel over [B*M*N, K]: fp32 products of A's and B's elements summed over r, then
-    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads).  ``unpadded_b``: (B'
-    [K, N'], N') to read B's column n from instead, at n mod N' (columns past N' are a zero padding nobody stores)."""
+    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads).  ``weight``: a [N', K]
+    weight whose row n mod N' is B's column n (B's columns past N' are a zero padding nobody stores)."""
     batch, m, n, k = mm.dims
     kb = KernelBuilder({X: batch * m * n, R: k})
     b_of_x = shapes.FloorDiv(X, m * n) if batch != 1 else sympy.Integer(0)
@@ -177,10 +177,10 @@ def matmul_kernel(mm: _Matmul, name: str, unpadded_b: tuple[SSAValue, sympy.Expr
     n_of_x = sympy.Mod(X, n)
     lead = [b_of_x] if batch != 1 else []
     a = kb.element(mm.a, [*lead, m_of_x, R])
-    if unpadded_b is None:
+    if weight is None:
         b = kb.element(mm.b, [*lead, R, n_of_x])
     else:
-        b = kb.element(unpadded_b[0], [*lead, R, sympy.Mod(n_of_x, unpadded_b[1])])
+        b = kb.element(weight, [sympy.Mod(n_of_x, tensor_type_of(weight).dims[0]), R])
     et = mm.product_type.element_type
     if et != F.F32:
         a, b = kb.add(F.PointwiseOp("convert", [a], F.F32)), kb.add(F.PointwiseOp("convert", [b], F.F32))
@@ -313,14 +313,8 @@ class _Fuser:
     def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement,
                padding: tuple[SSAValue, F.PermuteOp, F.KernelOp] | None) -> None:
         what = extern.target.data
-        unpadded_b = None
-        if padding is not None:  # B read from the weight itself, as a transposed view made here
-            weight, view, copy = padding
-            t = tensor_type_of(weight)
-            transposed = F.PermuteOp(weight, [1, 0], TensorType(t.dims[::-1], t.element_type, t.layout[::-1]))
-            self.graph.insert(transposed, extern)
-            unpadded_b = (transposed.result, t.dims[0])
-        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), unpadded_b)
+        weight = padding[0] if padding is not None else None  # B read from the weight itself
+        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), weight)
         self.graph.insert(kernel, extern)
         mm.product.replace_all_uses_with(kernel.outputs[0])
         merged, replaced = join(kernel, epilogue, placement.mapping, self.graph, placement.valid)
@@ -329,8 +323,6 @@ class _Fuser:
             discard(merged)
             kernel.outputs[0].replace_all_uses_with(mm.product)
             self.graph.erase(kernel)
-            if unpadded_b is not None:
-                self.graph.erase(unpadded_b[0].owner)
             self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
             return
         merged.mark_matmul(mm.dims[:3])
@@ -412,7 +404,7 @@ def _index_value(v: SSAValue) -> sympy.Expr | None:
     op = v.owner
     if isinstance(op, F.SymbolicOp):
         return op.expr.data
-    if isinstance(op, F.ConstantOp) and isinstance(op.value.data, int):
+    if isinstance(op, F.ConstantOp) and isinstance(op.value.data, int) and not isinstance(op.value.data, bool):
         return sympy.Integer(op.value.data)
     return None
 

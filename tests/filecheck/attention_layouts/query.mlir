@@ -50,7 +50,7 @@ builtin.module {
 // CHECK-NEXT:  fusec.extern
 
 // REMARK:     attention-layouts: attention-layout: aten._scaled_dot_product_cudnn_attention.default: its query is stored with strides [4096, 64, 512, 1]
-// REMARK:     attention-layouts: attention-layout-declined: aten._scaled_dot_product_cudnn_attention.default: its query keeps its layout (a graph input: its layout is the caller's)
+// REMARK:     attention-layouts: attention-layout-declined: aten._scaled_dot_product_cudnn_attention.default: its query keeps its layout, a graph input (its layout is the caller's); its result comes in that order
 // REMARK:     attention-layouts: attention-layout: aten._scaled_dot_product_cudnn_attention.default: its query is stored with strides [512*s1, 64, 512, 1]
 // REMARK-NOT: attention-layout
 
