@@ -40,3 +40,18 @@ def test_the_summary_compares_each_backend_with_inductor_combo():
     assert ratio_summary(rows) == ["fusec / inductor-combo kernel time over 2 programs: geometric mean 1.000, "
                                    "worst 2.00 (b); more kernels: b (3 vs 2)"]
     assert ratio_summary([r for r in rows if r[1] == "fusec"]) == []  # nothing to compare with
+
+
+def test_a_16_bit_result_closer_to_float64_than_eager_matches_though_it_differs_from_eager():
+    from fusec.tools.benchmark import _transformer_mix, matches
+
+    torch.manual_seed(0)
+    inputs = [torch.randn(64, 1024, dtype=torch.bfloat16)] + [torch.randn(1024, dtype=torch.bfloat16) for _ in range(5)]
+    eager = list(_transformer_mix(*inputs))
+    exact = list(_transformer_mix(*[t.double() for t in inputs]))
+    fp32_between_ops = [t.bfloat16() for t in _transformer_mix(*[t.float() for t in inputs])]  # what a compiler does
+    assert not all(torch.allclose(e.float(), g.float(), rtol=2e-2, atol=2e-2) for e, g in zip(eager, fp32_between_ops, strict=True))
+    assert matches(eager, fp32_between_ops, exact)
+    wrong = [fp32_between_ops[0] * 1.05, *fp32_between_ops[1:]]
+    assert not matches(eager, wrong, exact)
+    assert not matches([exact[0].float()], [exact[0].float() + 1e-3], None)  # fp32: elementwise 1e-4
