@@ -198,6 +198,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     from fusec.pipeline import run_pipeline
     from fusec.registry import make_context
     from fusec.report import trace
+    from fusec.runtime import CompiledGraph, graph_cache
 
     name = graph_name(kind)
     dump = options.dump_dir / name if options.dump_dir is not None else None
@@ -208,6 +209,17 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
             from fusec.frontend.collective_overlap import schedule_collective_overlap
 
             gm = schedule_collective_overlap(gm)
+        spec = options.pipeline_spec()
+        # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
+        # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
+        checks = "layout" if kind == "backward" else "alignment"
+        cacheable = dump is None and options.execute == "triton"
+        fx_key = _fx_key(gm, example_inputs, kind, spec, checks) if cacheable else None
+        warm_import = _warm_import(fx_key, gm, name, options) if fx_key is not None else None
+        if warm_import is not None:
+            executor, info = warm_import
+            _compile_ahead(executor, example_inputs, info, skip_cached=True)
+            return _runner(gm, info, executor, kind, options)
         try:
             module, info = import_graph(gm, example_inputs, name)
         except UnsupportedGraph as e:
@@ -221,12 +233,10 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
 
         F.find_graph(module).attributes[SAVED_OUTPUTS] = IntegerAttr(saved_from, i64)
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
-    spec = options.pipeline_spec()
-    # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
-    # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
-    checks = "layout" if kind == "backward" else "alignment"
-    warm = _warm_start(module, info, spec, checks, options) if dump is None and options.execute == "triton" else None
+    warm = _warm_start(module, info, spec, checks, options) if cacheable else None
     if warm is not None and warm[1] is not None:
+        if fx_key is not None:
+            graph_cache.store_imported(fx_key, warm[1].launcher, info)
         _compile_ahead(warm[1], example_inputs, info, skip_cached=True)
         return _runner(gm, info, warm[1], kind, options)
     if dump is not None:  # written first: they help most when a pass then fails
@@ -249,10 +259,11 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         from fusec.report import write_dump_report
 
         write_dump_report(dump, module, module_text_with_locations(module), timings)
-    from fusec.runtime import CompiledGraph, graph_cache
-
-    if isinstance(executor, CompiledGraph) and warm is not None and warm[0] is not None:
-        graph_cache.store(warm[0], executor.launcher)
+    if isinstance(executor, CompiledGraph):
+        if warm is not None and warm[0] is not None:
+            graph_cache.store(warm[0], executor.launcher)
+        if fx_key is not None:
+            graph_cache.store_imported(fx_key, executor.launcher, info)
     _compile_ahead(executor, example_inputs, info)
     return _runner(gm, info, executor, kind, options)
 
@@ -392,6 +403,35 @@ def _replayed(executor, gm: torch.fx.GraphModule, kind: str, info: ImportInfo, o
     # an inference graph's outputs are all the user's; a backward's gradients go to autograd (zero_grad drops them)
     visible = frozenset() if kind == "backward" else _user_outputs(info, kind)
     return CudaGraphed(executor, info.graph_name, static=frozenset(static), visible=visible, shapes_vary=bool(info.symbols))
+
+
+def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec: str, checks: str) -> str | None:
+    """The graph's cache key before import, or None (cache off, or a graph with no FX signature).  Beside the graph,
+    the compile reads AOTAutograd's context: how many outputs a forward hands the user, and whether it may report
+    other output strides (``_saved_outputs_from``)."""
+    from fusec.frontend.fx_signature import fx_signature
+    from fusec.runtime import graph_cache
+
+    signature = fx_signature(gm, example_inputs)
+    if signature is None:
+        return None
+    tracing = torch._guards.TracingContext.try_get()
+    returns = tracing.fw_metadata.num_forward_returns if tracing is not None and tracing.fw_metadata is not None else None
+    strides = tracing is not None and tracing.output_strides is not None
+    return graph_cache.fx_graph_key(signature, spec, checks, f"{kind} returns={returns} strides={strides}")
+
+
+def _warm_import(key: str, gm: torch.fx.GraphModule, name: str, options: BackendOptions):
+    """(compiled graph, import info) a previous process stored under ``key``, or None."""
+    from fusec.runtime import CompiledGraph, graph_cache
+    from fusec.runtime.compile_pool import shared_pool
+
+    constants = tuple(getattr(gm, str(n.target)) for n in gm.graph.find_nodes(op="get_attr"))
+    hit = graph_cache.load_imported(key, name, constants)
+    if hit is None:
+        return None
+    launcher, info = hit
+    return CompiledGraph(launcher, pool=shared_pool(options.compile_workers)), info
 
 
 def _warm_start(module: ModuleOp, info: ImportInfo, spec: str, checks: str, options: BackendOptions):

@@ -292,7 +292,7 @@ class GraphImporter(GraphBuilder):
     def run(self) -> tuple[ModuleOp, ImportInfo]:
         _ensure_meta(self.gm, self.example_inputs)
         self.device = _graph_device(self.gm)
-        self.shape_env = _find_shape_env(self.gm, self.example_inputs)
+        self.shape_env = find_shape_env(self.gm, self.example_inputs)
         placeholders = self._placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         facts = equality_facts(self.shape_env, _input_symbols(placeholders, self.example_inputs))
         self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values(), facts=facts, bounds=self._symbol_ranges())
@@ -572,7 +572,8 @@ def _graph_device(gm: torch.fx.GraphModule) -> torch.device:
     return next((d for d in devices if d.type != "cpu"), torch.device("cpu"))
 
 
-def _find_shape_env(gm: torch.fx.GraphModule, example_inputs: Sequence):
+def find_shape_env(gm: torch.fx.GraphModule, example_inputs: Sequence):
+    """The ShapeEnv behind the graph's size symbols (from a traced value, or the example inputs' fake mode), or None."""
     for node in gm.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.SymInt | torch.SymFloat):

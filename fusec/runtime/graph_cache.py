@@ -1,12 +1,15 @@
-"""Warm start: a compiled graph's lowering kept on disk, so a second process skips the pipeline.
+"""Warm start: a compiled graph's lowering kept on disk, so a second process skips the import and the pipeline.
 
-The key is everything the result depends on: the imported graph's IR text, the pipeline
-spec, the size hints, the launcher's input checks, and the versions of the code that
-compiles it (a hash of fusec's own sources, torch, Triton, xDSL).  The value is the
-``Launcher`` (host source and kernel sources), pickled; kernel binaries live in Triton's
-cache, which fusec points under its own unless the user set
-``TRITON_CACHE_DIR`` (``kernel_cache.use_fusec_triton_cache``).  An entry that cannot be read or unpickled is a miss, and is
-overwritten by the next store.
+Two keys, each everything the result depends on.  Before the import: the FX graph's signature
+(``fusec.frontend.fx_signature``: its code, traced values, inputs, size symbols), what the backend reads
+of AOTAutograd's context, the pipeline spec and the launcher's input checks; its value is the
+``Launcher`` with the ``ImportInfo`` (``Imported``).  After the import, for a graph with no signature or
+a new signature that imports to IR already compiled: the imported IR's text, the pipeline spec, the size
+hints and the input checks; its value is the ``Launcher``.  Both keys hash the versions of the code that
+compiles (fusec's own sources, torch, Triton, xDSL).  A launcher holds host source and kernel sources;
+kernel binaries live in Triton's cache, which fusec points under its own unless the user set
+``TRITON_CACHE_DIR`` (``kernel_cache.use_fusec_triton_cache``).  An entry that cannot be read or
+unpickled is a miss, and is overwritten by the next store.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from fusec.base import env
 from fusec.base.progress import logger
@@ -80,18 +84,21 @@ def _path(key: str) -> Path:
     return env.cache_dir() / "graphs" / f"{key}.pickle"
 
 
+def fx_graph_key(signature: str, spec: str, input_checks: str, context: str) -> str | None:
+    """The key of a graph before its import: its FX signature (``fusec.frontend.fx_signature``), the pipeline, the
+    launcher's input checks and what the backend reads of AOTAutograd's context (``context``); None when the cache
+    is off."""
+    if not env.graph_cache_enabled():
+        return None
+    parts = [code_version(), "fx", spec, input_checks, context, signature]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
 def load(key: str, graph_name: str | None = None):
     """The stored ``Launcher`` of ``key`` (renamed ``graph_name``), or None."""
-    try:
-        with open(_path(key), "rb") as f:
-            launcher = pickle.load(f)
-    except FileNotFoundError:
-        return None
-    except Exception as e:  # a torn or stale entry is a miss; the next store replaces it
-        logger.debug("graph cache entry %s unreadable (%s: %s)", key[:12], type(e).__name__, e)
-        return None
     from fusec.lowering.launcher import Launcher
 
+    launcher = _read(key)
     if not isinstance(launcher, Launcher):
         return None
     return dataclasses.replace(launcher, graph_name=graph_name) if graph_name else launcher
@@ -99,13 +106,51 @@ def load(key: str, graph_name: str | None = None):
 
 def store(key: str, launcher) -> None:
     """Keep ``launcher`` under ``key`` (atomically: a reader sees the old entry or the new one)."""
+    _write(key, launcher)
+
+
+@dataclasses.dataclass(frozen=True)
+class Imported:
+    """A graph's ``Launcher`` and its ``ImportInfo`` without the constants (the graph module holds them; their
+    values never shape the code), kept under the graph's FX key: a warm start then skips the import as well."""
+
+    launcher: Any  # fusec.lowering.launcher.Launcher
+    info: Any  # fusec.frontend.importer.ImportInfo
+    constants: int  # how many the info had
+
+
+def load_imported(key: str, graph_name: str, constants: tuple):
+    """(launcher, import info) stored under ``key``, renamed ``graph_name``, the info given ``constants``; or None."""
+    entry = _read(key)
+    if not isinstance(entry, Imported) or len(constants) != entry.constants:
+        return None
+    info = dataclasses.replace(entry.info, graph_name=graph_name, constants=constants)
+    return dataclasses.replace(entry.launcher, graph_name=graph_name), info
+
+
+def store_imported(key: str, launcher, info) -> None:
+    _write(key, Imported(launcher, dataclasses.replace(info, constants=(), _moved={}), len(info.constants)))
+
+
+def _read(key: str):
+    try:
+        with open(_path(key), "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # a torn or stale entry is a miss; the next store replaces it
+        logger.debug("graph cache entry %s unreadable (%s: %s)", key[:12], type(e).__name__, e)
+        return None
+
+
+def _write(key: str, value) -> None:
     path = _path(key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(launcher, f, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -1,10 +1,12 @@
-"""Warm start: a graph compiled before (by this or an earlier process) skips the pipeline."""
+"""Warm start: a graph compiled before (by this or an earlier process) skips the import and the pipeline."""
 
 import pytest
 import torch
 import torch.nn as nn
 
+import fusec.backend
 import fusec.pipeline
+from fusec.frontend.fx_signature import fx_signature
 from fusec.runtime import graph_cache
 
 
@@ -30,19 +32,46 @@ def no_pipeline(*args, **kwargs):
     raise AssertionError("the pipeline ran although its result was cached")
 
 
+def no_import(*args, **kwargs):
+    raise AssertionError("the graph was imported although its FX signature was cached")
+
+
+def entries(cache) -> tuple[list, list]:
+    """(entries keyed by the imported IR: a launcher, entries keyed by the FX graph: a launcher with its import)"""
+    found = [(e, graph_cache._read(e.stem)) for e in sorted(cache.glob("*.pickle"))]
+    return ([e for e, v in found if not isinstance(v, graph_cache.Imported)],
+            [e for e, v in found if isinstance(v, graph_cache.Imported)])
+
+
 @pytest.mark.slow
-def test_a_second_compile_of_the_same_graph_skips_the_pipeline(cache, monkeypatch):
+def test_a_second_compile_of_the_same_graph_skips_the_import_and_the_pipeline(cache, monkeypatch):
     torch.manual_seed(0)
     model = Block().eval()
     x = torch.randn(5, 12, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         want = model(x)
         torch.testing.assert_close(torch.compile(model, backend="fusec")(x), want)
-        (entry,) = cache.glob("*.pickle")
+        by_ir, by_fx = entries(cache)
+        assert len(by_ir) == len(by_fx) == 1
         torch._dynamo.reset()
         monkeypatch.setattr(fusec.pipeline, "run_pipeline", no_pipeline)
+        monkeypatch.setattr(fusec.backend, "import_graph", no_import)
         torch.testing.assert_close(torch.compile(model, backend="fusec")(x), want)
-    assert list(cache.glob("*.pickle")) == [entry]
+    assert entries(cache) == (by_ir, by_fx)
+
+
+@pytest.mark.slow
+def test_a_graph_without_its_fx_entry_is_imported_and_takes_the_pipeline_result_from_its_ir_entry(cache, monkeypatch):
+    model = Block().eval()
+    x = torch.randn(5, 12, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        torch.compile(model, backend="fusec")(x)
+        by_ir, (fx_entry,) = entries(cache)
+        fx_entry.unlink()
+        torch._dynamo.reset()
+        monkeypatch.setattr(fusec.pipeline, "run_pipeline", no_pipeline)
+        torch.testing.assert_close(torch.compile(model, backend="fusec")(x), model(x))
+    assert entries(cache) == (by_ir, [fx_entry])  # stored again
 
 
 def test_a_corrupt_entry_is_a_miss_and_is_replaced(cache):
@@ -50,11 +79,13 @@ def test_a_corrupt_entry_is_a_miss_and_is_replaced(cache):
     x = torch.randn(5, 12, generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         torch.compile(model, backend="fusec")(x)
-        (entry,) = cache.glob("*.pickle")
-        entry.write_bytes(b"not a pickle")
+        (ir_entry,), (fx_entry,) = entries(cache)
+        ir_entry.write_bytes(b"not a pickle")
+        fx_entry.write_bytes(b"not a pickle either")
         torch._dynamo.reset()
         torch.testing.assert_close(torch.compile(model, backend="fusec")(x), model(x))
-    assert graph_cache.load(entry.stem) is not None
+    assert graph_cache.load(ir_entry.stem) is not None
+    assert isinstance(graph_cache._read(fx_entry.stem), graph_cache.Imported)
 
 
 def test_the_key_follows_the_spec_the_checks_and_the_code_not_the_graph_name():
@@ -99,14 +130,47 @@ def test_a_training_step_with_combo_kernels_is_stored_and_reused(cache, monkeypa
 
     want = step(model)
     first = step(torch.compile(model, backend="fusec"))
-    entries = sorted(cache.glob("*.pickle"))
-    assert len(entries) == 2  # the forward and the backward
-    launchers = [graph_cache.load(e.stem) for e in entries]
+    by_ir, by_fx = entries(cache)
+    assert len(by_ir) == len(by_fx) == 2  # the forward and the backward
+    launchers = [graph_cache.load(e.stem) for e in by_ir]
     assert all(any(isinstance(k, TritonCombo) for k in launcher.kernels) for launcher in launchers)
-    assert not any(b"xdsl" in e.read_bytes() for e in entries)  # launches and sources only, no IR
+    for e in by_ir + by_fx:  # launches, sources and types only: no IR operation (pickling one took the module)
+        assert not any(name in e.read_bytes() for name in (b"SSAValue", b"OpResult", b"BlockArgument", b"Operation"))
     torch._dynamo.reset()
     monkeypatch.setattr(fusec.pipeline, "run_pipeline", no_pipeline)
+    monkeypatch.setattr(fusec.backend, "import_graph", no_import)
     second = step(torch.compile(model, backend="fusec"))
     torch.testing.assert_close(first, want)
     torch.testing.assert_close(second, want)
-    assert sorted(cache.glob("*.pickle")) == entries
+    assert entries(cache) == (by_ir, by_fx)
+
+
+def _traced(fn, *inputs):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn)(*inputs), list(inputs)
+
+
+def test_the_fx_signature_tells_apart_what_the_import_reads():
+    def f(x, w):
+        return (x * w).sum(-1), torch.mm(x, x.t())
+
+    x, w = torch.randn(4, 8), torch.randn(8)
+    base = fx_signature(*_traced(f, x, w))
+    assert base is not None and base == fx_signature(*_traced(f, x.clone(), w.clone()))  # values do not count
+    assert base != fx_signature(*_traced(f, x.t().contiguous().t(), w))  # an input's strides
+    assert base != fx_signature(*_traced(f, x.double(), w.double()))  # dtypes
+    assert base != fx_signature(*_traced(f, torch.randn(5, 8), w))  # sizes
+    precision = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high" if precision == "highest" else "highest")
+        assert base != fx_signature(*_traced(f, x, w))  # the TF32 mark the importer puts on the graph
+    finally:
+        torch.set_float32_matmul_precision(precision)
+
+
+def test_a_graph_holding_an_opaque_value_has_no_fx_signature_and_is_keyed_by_its_ir():
+    gm, inputs = _traced(lambda x: x + 1, torch.randn(3))
+    node = next(n for n in gm.graph.nodes if n.op == "call_function")
+    node.meta["val"] = object()
+    assert fx_signature(gm, inputs) is None
