@@ -215,13 +215,13 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         checks = "layout" if kind == "backward" else "alignment"
         cacheable = dump is None and options.execute == "triton"
         fx_key = _fx_key(gm, example_inputs, kind, spec, checks) if cacheable else None
-        warm_import = _warm_import(fx_key, gm, name, options) if fx_key is not None else None
+        warm_import = _warm_import(fx_key, gm, example_inputs, name, options) if fx_key is not None else None
         if warm_import is not None:
             executor, info = warm_import
             _compile_ahead(executor, example_inputs, info, skip_cached=True)
             return _runner(gm, info, executor, kind, options)
         try:
-            module, info = import_graph(gm, example_inputs, name)
+            module, info = import_graph(gm, example_inputs, name, guard_sizes=kind != "backward")
         except UnsupportedGraph as e:
             return _eager(gm, name, str(e), dump)
     timings = {"import": time.perf_counter() - started}
@@ -421,8 +421,10 @@ def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec:
     return graph_cache.fx_graph_key(signature, spec, checks, f"{kind} returns={returns} strides={strides}")
 
 
-def _warm_import(key: str, gm: torch.fx.GraphModule, name: str, options: BackendOptions):
-    """(compiled graph, import info) a previous process stored under ``key``, or None."""
+def _warm_import(key: str, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str, options: BackendOptions):
+    """(compiled graph, import info) a previous process stored under ``key``, or None.  The size guards its import
+    had Dynamo add are added again (its kernels index in int32 up to those bounds)."""
+    from fusec.frontend import index_guards
     from fusec.runtime import CompiledGraph, graph_cache
     from fusec.runtime.compile_pool import shared_pool
 
@@ -431,6 +433,8 @@ def _warm_import(key: str, gm: torch.fx.GraphModule, name: str, options: Backend
     if hit is None:
         return None
     launcher, info = hit
+    if info.size_guards and not index_guards.apply(gm, example_inputs, info.size_guards):
+        return None
     return CompiledGraph(launcher, pool=shared_pool(options.compile_workers)), info
 
 

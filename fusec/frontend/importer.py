@@ -36,6 +36,7 @@ from fusec.analysis.bind_plan import BindPlan, UnboundSymbol, make_plan
 from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import stating_size_facts, tensor_type_of
+from fusec.frontend import index_guards
 from fusec.frontend.aten_ops import lower_call, scalar_for_device
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.derived_sizes import DerivedSizes
@@ -100,6 +101,8 @@ class ImportInfo:
     definitions: dict[str, sympy.Expr] = field(default_factory=dict)  # derived size symbols (derived_sizes)
     # (FX argument, graph output): after a call the argument holds the output's value (AOTAutograd's input mutations)
     mutations: tuple[tuple[int, int], ...] = ()
+    # (symbol, upper bound) the import had Dynamo guard (index_guards): a warm start that skips the import guards them
+    size_guards: tuple[tuple[str, int], ...] = ()
     _moved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tensor_inputs(self, args: Sequence, symbols: dict[str, int] | None = None) -> list[torch.Tensor]:
@@ -258,9 +261,13 @@ def _is_opaque(value) -> bool:
     return isinstance(value, (torch.ScriptObject, FakeScriptObject))
 
 
-def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, name: str = "graph") -> tuple[ModuleOp, ImportInfo]:
-    """Import an aten FX graph; raises UnsupportedGraph only for what the IR cannot express."""
-    return GraphImporter(gm, example_inputs, name).run()
+def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, name: str = "graph",
+                 guard_sizes: bool = False) -> tuple[ModuleOp, ImportInfo]:
+    """Import an aten FX graph; raises UnsupportedGraph only for what the IR cannot express.
+
+    ``guard_sizes``: the graph is compiled before Dynamo builds its guards (a forward or an inference graph), so
+    the import may bound its size symbols by guards (``index_guards``: int32 indexing under symbolic sizes)."""
+    return GraphImporter(gm, example_inputs, name, guard_sizes).run()
 
 
 def _skipped(target) -> bool:
@@ -276,9 +283,10 @@ def _skipped(target) -> bool:
 class GraphImporter(GraphBuilder):
     """Walks the FX graph once, in order, building the fusec.graph's block."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str, guard_sizes: bool = False):
         super().__init__(gm)
         self.name = name
+        self.guard_sizes = guard_sizes
         self.example_inputs = list(example_inputs)
         self.slots: list[InputSlot] = []
         self._placeholders: list[torch.fx.Node] = []
@@ -293,6 +301,7 @@ class GraphImporter(GraphBuilder):
         _ensure_meta(self.gm, self.example_inputs)
         self.device = _graph_device(self.gm)
         self.shape_env = find_shape_env(self.gm, self.example_inputs)
+        size_guards = index_guards.guard(self.gm, self.example_inputs, self.shape_env) if self.guard_sizes else ()
         placeholders = self._placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         facts = equality_facts(self.shape_env, _input_symbols(placeholders, self.example_inputs))
         self.derived = self.derived_sizes = DerivedSizes(taken=self._backed_values(), facts=facts, bounds=self._symbol_ranges())
@@ -333,7 +342,7 @@ class GraphImporter(GraphBuilder):
             graph.attributes[F.CUDNN_ALLOW_TF32_MARK] = IntegerAttr.from_bool(torch.backends.cudnn.allow_tf32)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
-                          self.device, tuple(self.constants_stay), definitions, tuple(mutations))
+                          self.device, tuple(self.constants_stay), definitions, tuple(mutations), size_guards)
         try:
             info.plan.require(symbols)
         except UnboundSymbol as e:
