@@ -31,8 +31,8 @@ MAX_FACTOR = 2**16
 
 
 def plan(gm: torch.fx.GraphModule, shape_env) -> tuple[tuple[str, int], ...]:
-    """(symbol, upper bound) for each backed symbol some tensor's extent grows with and whose range is wider;
-    empty when the window would be under ``MIN_FACTOR`` times the hints (int64 then, as before)."""
+    """(symbol, upper bound) for each backed symbol some tensor's extent grows with and whose range has no upper
+    end; empty when the window would be under ``MIN_FACTOR`` times the hints (int64 then, as before)."""
     if shape_env is None:
         return ()
     backed = getattr(shape_env, "backed_var_to_val", None)
@@ -49,13 +49,9 @@ def plan(gm: torch.fx.GraphModule, shape_env) -> tuple[tuple[str, int], ...]:
     if factor < MIN_FACTOR:
         return ()
     ranges = {str(k): symbol_bounds(v) for k, v in shape_env.var_to_range.items()}
-    guards = []
-    for s in symbols:
-        bound = hints[s] * factor
-        upper = ranges[s][1] if s in ranges else None
-        if upper is None or upper > bound:
-            guards.append((s, bound))
-    return tuple(guards)
+    # A range with an upper end stays as it is: the user's (mark_dynamic(..., max=N), which a narrower guard would
+    # violate) or one Dynamo already narrowed; the pass's analysis reads it either way.
+    return tuple((s, hints[s] * factor) for s in symbols if s in ranges and ranges[s][1] is None)
 
 
 def apply(gm: torch.fx.GraphModule, example_inputs: Sequence, guards: tuple[tuple[str, int], ...]) -> bool:

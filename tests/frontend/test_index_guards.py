@@ -96,3 +96,12 @@ def test_a_warm_start_guards_again_what_the_import_guarded(tmp_path, monkeypatch
     assert len(compiles) == 1 and applied == [compiles[0]]  # from the cache, its guards applied again
     torch.testing.assert_close(f(large), fn(large))  # past the bound: Dynamo recompiles (imported this time)
     assert len(compiles) == 2
+
+
+def test_a_size_the_user_bounded_keeps_its_range_and_compiles(compiles):
+    """mark_dynamic(..., max=N): a narrower guard would violate the user's constraint (Dynamo raises)."""
+    f = torch.compile(lambda x: (x * 2).sum(0), backend="fusec")
+    x = torch.randn(3000, 8, generator=torch.Generator().manual_seed(3))
+    torch._dynamo.mark_dynamic(x, 0, min=2, max=10**9)
+    torch.testing.assert_close(f(x), (x * 2).sum(0))
+    assert compiles == [()]
