@@ -66,9 +66,12 @@ def apply(gm: torch.fx.GraphModule, example_inputs: Sequence, guards: tuple[tupl
 
 
 def guard(gm: torch.fx.GraphModule, example_inputs: Sequence, shape_env) -> tuple[tuple[str, int], ...]:
-    """``plan`` then ``apply``; the guards applied (empty if none could be), with a remark naming them."""
-    guards = plan(gm, shape_env)
-    if not guards or not apply(gm, example_inputs, guards):
+    """``plan`` then ``apply``, for the symbols an input gives bare (a guard is made through one); the guards
+    applied, with a remark naming them.  Exactly these narrow the ranges the graph declares, so a warm start that
+    applies them again reproduces what the cached code assumes."""
+    bare = _bare_symints(gm, example_inputs)
+    guards = tuple((s, bound) for s, bound in plan(gm, shape_env) if s in bare)
+    if not guards or not apply(gm, example_inputs, guards):  # apply cannot fail here: each bound is past its hint
         return ()
     remarks.emit("importer", "size-guard", "sizes guarded so that indices fit int32 (a larger size recompiles): "
                  + ", ".join(f"{s} <= {bound}" for s, bound in guards))
