@@ -92,6 +92,13 @@ def check_printable(e: sympy.Expr) -> sympy.Expr:
     return e
 
 
+def backed_hints(shape_env) -> dict:
+    """The ShapeEnv's example value of each backed symbol (``backed_var_to_val``; ``var_to_val`` in a torch
+    without it, which in a newer torch is a deprecated alias)."""
+    table = getattr(shape_env, "backed_var_to_val", None)
+    return shape_env.var_to_val if table is None else table
+
+
 def symbol_bounds(value_range) -> tuple[int, int | None]:
     """(lower, upper or None) from a ShapeEnv ValueRanges; sizes are never negative."""
     lower, upper = value_range.lower, value_range.upper

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import sympy
 import torch
 
+from fusec.frontend.exprs import backed_hints
 from fusec.frontend.importer import find_shape_env
 
 
@@ -61,12 +62,9 @@ def _shape_env(env) -> str:
     same in a second process that traces the same model)."""
     if env is None:
         return "no shape env"
-    backed = getattr(env, "backed_var_to_val", None)
-    if backed is None:
-        backed = env.var_to_val
     return "\n".join([
         "ranges:" + repr(sorted((str(k), str(v)) for k, v in env.var_to_range.items())),
-        "hints:" + repr(sorted((str(k), str(v)) for k, v in backed.items())),
+        "hints:" + repr(sorted((str(k), str(v)) for k, v in backed_hints(env).items())),
         "replacements:" + repr(sorted((str(k), str(v)) for k, v in getattr(env, "replacements", {}).items())),
         "equalities:" + repr([str(g.expr) for g in getattr(env, "guards", ()) if isinstance(getattr(g, "expr", None), sympy.Eq)]),
     ])

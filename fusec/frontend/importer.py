@@ -41,7 +41,7 @@ from fusec.frontend.aten_ops import lower_call, scalar_for_device
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.derived_sizes import DerivedSizes
 from fusec.frontend.derived_sizes import bounds as derived_bounds
-from fusec.frontend.exprs import symbol_bounds
+from fusec.frontend.exprs import backed_hints, symbol_bounds
 from fusec.frontend.size_facts import equality_facts
 
 __all__ = ["ImportInfo", "InputSlot", "OutputSlot", "SymFloat", "UnsupportedGraph", "element_type", "import_graph",
@@ -526,13 +526,9 @@ class GraphImporter(GraphBuilder):
         return out
 
     def _backed_values(self) -> dict[str, int]:
-        env = self.shape_env
-        if env is None:
+        if self.shape_env is None:
             return {}
-        table = getattr(env, "backed_var_to_val", None)
-        if table is None:
-            table = env.var_to_val
-        return {str(k): int(v) for k, v in table.items()}
+        return {str(k): int(v) for k, v in backed_hints(self.shape_env).items()}
 
     def _size_hints(self, symbols, definitions: dict[str, sympy.Expr]) -> dict[str, int]:
         backed = self._backed_values()

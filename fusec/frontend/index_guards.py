@@ -23,7 +23,7 @@ import sympy
 import torch
 
 from fusec.base import remarks
-from fusec.frontend.exprs import symbol_bounds
+from fusec.frontend.exprs import backed_hints, symbol_bounds
 
 EXTENT_LIMIT = 2**30  # half of int32's range: room for masked tail lanes and index arithmetic past the end
 MIN_FACTOR = 4  # a tighter window would recompile for sizes a little past the first call's: keep int64 then
@@ -35,8 +35,7 @@ def plan(gm: torch.fx.GraphModule, shape_env) -> tuple[tuple[str, int], ...]:
     end; empty when the window would be under ``MIN_FACTOR`` times the hints (int64 then, as before)."""
     if shape_env is None:
         return ()
-    backed = getattr(shape_env, "backed_var_to_val", None)
-    hints = {str(k): int(v) for k, v in (shape_env.var_to_val if backed is None else backed).items()}
+    hints = {str(k): int(v) for k, v in backed_hints(shape_env).items()}
     if not hints:  # static sizes
         return ()
     extents = _extents(gm)
@@ -57,7 +56,10 @@ def plan(gm: torch.fx.GraphModule, shape_env) -> tuple[tuple[str, int], ...]:
 def apply(gm: torch.fx.GraphModule, example_inputs: Sequence, guards: tuple[tuple[str, int], ...]) -> bool:
     """Guard ``symbol <= bound`` for each of ``guards`` through a SymInt of the graph's inputs that is the bare
     symbol; False (nothing guarded past the first failure) if one is missing or its hint is past its bound."""
-    symints = _bare_symints(gm, example_inputs)
+    return _guard_through(_bare_symints(gm, example_inputs), guards)
+
+
+def _guard_through(symints: dict[str, torch.SymInt], guards: tuple[tuple[str, int], ...]) -> bool:
     for name, bound in guards:
         s = symints.get(name)
         if s is None or not bool(s <= bound):  # bool() of a SymBool is a guard
@@ -71,7 +73,7 @@ def guard(gm: torch.fx.GraphModule, example_inputs: Sequence, shape_env) -> tupl
     applies them again reproduces what the cached code assumes."""
     bare = _bare_symints(gm, example_inputs)
     guards = tuple((s, bound) for s, bound in plan(gm, shape_env) if s in bare)
-    if not guards or not apply(gm, example_inputs, guards):  # apply cannot fail here: each bound is past its hint
+    if not guards or not _guard_through(bare, guards):  # cannot fail here: each bound is past its hint
         return ()
     remarks.emit("importer", "size-guard", "sizes guarded so that indices fit int32 (a larger size recompiles): "
                  + ", ".join(f"{s} <= {bound}" for s, bound in guards))
