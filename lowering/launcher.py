@@ -60,8 +60,10 @@ class Launcher:
     kernels: tuple[TritonKernel | TritonCombo, ...]
     externs: tuple[tuple[str, str], ...]
     # kernel name -> positions of (pointers whose alignment varies, runtime ints, constexprs chosen per call),
-    # then the pointers' element types (what a runner shared between launch sites must also key on)
-    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, ...]], ...] = ()
+    # then what a runner shared between launch sites must also key on: the pointers' element types and the
+    # (position, value) of each literal int and constexpr, which Triton compiles in
+    launch_keys: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, ...],
+                             tuple[tuple[int, str], ...]], ...] = ()
     # per output: the order of its dims, outermost first, where its layout is dense but not row-major (a
     # channels-last activation saved for the backward: fusec.backend reports its strides to AOTAutograd)
     output_orders: tuple[tuple[int, ...] | None, ...] = ()
@@ -163,8 +165,8 @@ class _LauncherWriter:
         self.aligned: set[str] = set()  # launcher variables known to start 16-byte aligned
         self.given: set[str] = set()  # inputs an output aliases: the prologue keeps the caller's tensor
         self.layouts: dict[str, Layout] = {}  # launcher variables whose layout is known when the launcher is written
-        # kernel -> (checked pointers, runtime ints, constexprs, the pointers' element types)
-        self.sites: dict[str, tuple[set[int], set[int], set[int], tuple[str, ...]]] = {}
+        # kernel -> (checked pointers, runtime ints, constexprs, the pointers' element types, literal arguments)
+        self.sites: dict[str, tuple[set[int], set[int], set[int], tuple[str, ...], dict[int, str]]] = {}
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
         # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
         self.in_place: dict[SSAValue, int] = {}
@@ -234,7 +236,8 @@ class _LauncherWriter:
         prologue = self.prologue()
         lines = ["def call(inputs):", *("    " + line for line in prologue + body)]
         source = f"# fusec launcher for @{self.gname}\n\n\n" + "\n".join(lines) + "\n"
-        keys = tuple((k, tuple(sorted(a)), tuple(sorted(b)), tuple(sorted(c)), d) for k, (a, b, c, d) in self.sites.items())
+        keys = tuple((k, tuple(sorted(a)), tuple(sorted(b)), tuple(sorted(c)), d, tuple(sorted(lit.items())))
+                     for k, (a, b, c, d, lit) in self.sites.items())
         returned = ops[-1].operands if ops and isinstance(ops[-1], F.OutputOp) else ()
         orders = tuple(dim_order(t.dims, t.layout) if isinstance(t := v.type, TensorType) else None
                        for v in returned)
@@ -283,10 +286,15 @@ class _LauncherWriter:
         """``kernel.launch(grid, warps, *args, *constexprs)``; records what its runner must key on.
 
         Pointers from ``_empty`` and the (aligned) inputs need no alignment check;
-        a view or an extern's result might start anywhere.  Literal ints never vary,
-        and ints holding the same size expression are keyed once.  Constexprs chosen
-        per call (block sizes of a symbolic domain) are keyed by value: each is a
-        different compiled kernel.
+        a view or an extern's result might start anywhere.  Literal ints and constexprs
+        never vary at a site, but Triton compiles them in (a block size; an int's
+        divisibility by 16, its equality to 1): they are the runner's ``literals``, so that
+        sites sharing a kernel body share compiled code only where they agree (two graphs
+        launching one body at XBLOCK 128 and 256 with the same warps ran each other's
+        binary: half the rows, silently).  A second site of this kernel disagreeing with
+        the first keys that position per call instead.  Ints holding the same size
+        expression are keyed once.  Constexprs chosen per call (block sizes of a symbolic
+        domain) are keyed by value: each is a different compiled kernel.
         ``constexprs``: (parameter, value); literal values are named in a comment.
         """
         checked = {i for i, a in enumerate(args[:num_pointers]) if a not in self.aligned}
@@ -302,8 +310,16 @@ class _LauncherWriter:
             if not v.isdigit() and v not in seen:
                 chosen.add(i)
                 seen.add(v)
-        old = self.sites.get(kernel, (set(), set(), set(), ()))
-        self.sites[kernel] = (old[0] | checked, old[1] | ints, old[2] | chosen, old[3] or self.pointer_dtypes(args[:num_pointers]))
+        resolved = [self.int_values.get(a, a) for a in args[num_pointers:]] + values
+        literals = {i: v for i, v in enumerate(resolved, num_pointers) if v.isdigit()}
+        old = self.sites.get(kernel)
+        if old is not None:
+            checked, ints, chosen = old[0] | checked, old[1] | ints, old[2] | chosen
+            for i in [i for i in old[4].keys() | literals.keys() if old[4].get(i) != literals.get(i)]:
+                (ints if i < len(args) else chosen).add(i)  # the sites disagree: keyed per call
+                literals.pop(i, None)
+        dtypes = old[3] if old is not None else self.pointer_dtypes(args[:num_pointers])
+        self.sites[kernel] = (checked, ints, chosen, dtypes, literals)
         line = f"{kernel}.launch({grid}, {warps}, {', '.join(args + values)})"
         if all(v.isdigit() for v in values):
             line += f"  # grid {grid}, num_warps {warps}, {', '.join(f'{n}={v}' for n, v in constexprs)}"
@@ -313,6 +329,8 @@ class _LauncherWriter:
         """One launch for the combo's kernels: every member's outputs allocated (the combo's results alias them)."""
         tc = lower_combo(op, self.hints, None, self.options)
         self.add_kernel(tc)
+        if tc.persistent_form is not None:
+            self.add_kernel(tc.persistent_form)
         lines = [self.allocate(r) for k in op.kernels for r in k.results]
         for outer, inner in zip(op.outputs, op.output_op.operands, strict=True):
             self.names[outer] = self.names[inner]

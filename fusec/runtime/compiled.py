@@ -186,11 +186,12 @@ class CompiledGraph:
 
     def _build(self, interpret: bool):
         """The launcher's ``call`` bound to this mode's kernels (once per mode)."""
-        keys = {name: (positions, dtypes) for name, *positions, dtypes in self.launcher.launch_keys}
+        keys = {name: (positions, dtypes, literals) for name, *positions, dtypes, literals in self.launcher.launch_keys}
 
         def runner(k: TritonKernel) -> KernelRunner:
-            positions, dtypes = keys.get(k.name, ((), ()))
-            return shared_runner(load_shared_kernel(k.source, k.name, interpret), interpret, tuple(positions), dtypes)
+            positions, dtypes, literals = keys.get(k.name, ((), (), ()))
+            return shared_runner(load_shared_kernel(k.source, k.name, interpret), interpret, tuple(positions), dtypes,
+                                 literals)
 
         call = self._bind(runner, interpret)
         self._calls[interpret] = call
@@ -314,12 +315,14 @@ class _Warmup:
 _runners: dict[tuple, KernelRunner] = {}
 
 
-def shared_runner(kernel, interpret: bool, keys: tuple, dtypes: tuple[str, ...] = ()) -> KernelRunner:
-    """One runner per (kernel body, launch keys, pointer element types): a launch site whose body another site
-    already launched with the same keys and types starts on the fast path with that site's compiled kernels.
-    The types must be part of it: the runner keys its compiled kernels on neither, and one body can serve f16
-    and bf16 sites (a bf16 launch on an f16 binary reads the wrong numbers, silently)."""
-    key = (id(kernel), interpret, *map(tuple, keys), dtypes)
+def shared_runner(kernel, interpret: bool, keys: tuple, dtypes: tuple[str, ...] = (),
+                  literals: tuple[tuple[int, str], ...] = ()) -> KernelRunner:
+    """One runner per (kernel body, launch keys, pointer element types, literal arguments): a launch site whose body
+    another site already launched with the same keys, types and literals starts on the fast path with that site's
+    compiled kernels.  Types and literals must be part of it: the runner keys its compiled kernels on neither, one
+    body can serve f16 and bf16 sites (a bf16 launch on an f16 binary reads the wrong numbers, silently) and sites of
+    different sizes (a binary compiled for XBLOCK=128 launched on a grid for 256 leaves half the rows undone)."""
+    key = (id(kernel), interpret, *map(tuple, keys), dtypes, tuple(literals))
     runner = _runners.get(key)
     if runner is None or runner.kernel is not kernel:
         runner = _runners[key] = KernelRunner(kernel, interpret, *keys)

@@ -100,8 +100,9 @@ def test_the_launcher_keys_block_sizes_of_a_symbolic_domain():
     from kernel_cases import ROW_SUM_TEXT
 
     compiled = runtime.compile_module(parse(ROW_SUM_TEXT), {"s0": 8})
-    ((name, checked, ints, chosen, dtypes),) = compiled.launcher.launch_keys
+    ((name, checked, ints, chosen, dtypes, literals),) = compiled.launcher.launch_keys
     assert dtypes == ("f32", "f32")  # arg0 and buf0
+    assert literals == ((3, "37"),)  # rnumel, compiled in (its divisibility by 16)
     launch = next(line.strip() for line in compiled.source.splitlines() if ".launch(" in line)
     assert launch.endswith("(xnumel + XBLOCK - 1) // XBLOCK, num_warps, arg0, buf0, xnumel, rnumel, XBLOCK, RBLOCK)")
     # arg0 is aligned by the prologue, buf0 by allocation; xnumel varies, rnumel = 37 is fixed
@@ -134,5 +135,40 @@ def test_sites_of_one_body_share_a_runner_only_with_equal_element_types():
         built.setdefault(t, []).append(kernel.source)
         compiled._build(interpret=False)
     assert built["f16"][0] == built["bf16"][0]  # the premise: the body does not name its element type
-    runners = {key[-1] for key in _runners if key[-1] in (("f16", "f32"), ("bf16", "f32"))}
+    runners = {key[-2] for key in _runners if key[-2] in (("f16", "f32"), ("bf16", "f32"))}
     assert runners == {("f16", "f32"), ("bf16", "f32")}
+
+
+ROW_SUM = """
+builtin.module {
+  fusec.graph @g(%x : !fusec.tensor<[4, 100000], f32>) -> (!fusec.tensor<[4], f32>) {
+    %c = fusec.reduce "sum" %x dims [1] : !fusec.tensor<[4, 100000], f32> -> !fusec.tensor<[4], f32>
+    fusec.output %c : !fusec.tensor<[4], f32>
+  }
+}
+"""
+
+
+def test_sites_of_one_body_share_a_runner_only_with_equal_literal_arguments():
+    """One body launched with literal block sizes that differ (here by the lowering's max-rblock: RBLOCK 4096 and
+    2048, 16 warps each).  A runner keys its compiled kernels on warps only, and Triton compiles constexprs in: a
+    site sharing another's runner would run that site's binary (for an XBLOCK, on a grid sized for another: rows
+    left undone, silently, on the GPU's fast path).  Each set of literals gets a runner of its own."""
+    from fusec.lowering.triton_kernel import LoweringOptions
+    from fusec.passes.form_kernels import FormKernels
+    from fusec.runtime.compiled import _runners
+    from fusec.testing import apply_passes
+
+    added, sources = [], set()
+    for max_rblock in (4096, 2048, 4096):
+        compiled = runtime.compile_module(apply_passes(parse(ROW_SUM), FormKernels()), {},
+                                          options=LoweringOptions(max_rblock=max_rblock))
+        [kernel] = compiled.launcher.kernels
+        sources.add(kernel.source)
+        before = set(_runners)
+        compiled._build(interpret=False)
+        added.append([k for k in _runners if k not in before])
+        ((*_, literals),) = compiled.launcher.launch_keys
+        assert dict(literals)[5] == str(max_rblock)  # RBLOCK, after two pointers, two ints and XBLOCK
+    assert len(sources) == 1  # the premise: one body
+    assert [len(a) for a in added] == [1, 1, 0]  # a runner each for 4096 and 2048; 4096 again shares the first
