@@ -25,6 +25,7 @@ stay.  Inputs read by several sub-kernels are passed once.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,10 @@ class TritonCombo:
     members: tuple[ComboMember, ...]
     pointers: tuple[SSAValue, ...]
     size_args: tuple[tuple[str, sympy.Expr], ...]
+    # Members that are looped reductions with a persistent form (``persistent_up_to``): the combo whose members run
+    # those forms, and (rnumel, up to) for each; a call where every one of them fits launches it.
+    persistent_form: TritonCombo | None = None
+    persistent_up_to: tuple[tuple[sympy.Expr, int], ...] = ()
 
     def launch_plan(self, env: Mapping[str, int]) -> tuple[int, dict[str, int], int]:
         """(grid size, constexprs, num_warps) for actual sizes: each member's own block sizes."""
@@ -107,7 +112,16 @@ class TritonCombo:
             fn[(grid,)](*buffers, *sizes, **constexprs, num_warps=warps)
 
     def launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
-        """Host lines sizing every member's blocks and launching the combo once on ``pointers``."""
+        """Host lines sizing every member's blocks and launching the combo once on ``pointers``; with a persistent
+        form, launching that form when every member that has one gets rows that fit (else every member loops)."""
+        if self.persistent_form is not None:
+            fits = dict.fromkeys(f"{site.py(r)} <= {up_to}" for r, up_to in self.persistent_up_to)
+            return ([f"if {' and '.join(fits)}:  # whole rows fit: the members' persistent forms"]
+                    + ["    " + line for line in self.persistent_form.launch_lines(site, pointers)]
+                    + ["else:"] + ["    " + line for line in self._launch_lines(site, pointers)])
+        return self._launch_lines(site, pointers)
+
+    def _launch_lines(self, site: LaunchSite, pointers: Sequence[str]) -> list[str]:
         if not any(e.free_symbols for _, e in self.size_args):  # every number is known: the launch line carries them
             return self._static_launch(site, pointers)
         lines, counts, warps, blocks = [], [], [], []
@@ -161,6 +175,18 @@ def lower_kernels_as_combo(combo_name: str, kernels: Sequence[F.KernelOp], size_
     """``lower_combo`` for independent kernels not (yet) in a ``fusec.combo`` (e.g. to time them both ways)."""
     bounds = dict(symbol_bounds(kernels[0]) if bounds is None else bounds)
     lowered = [lower_kernel(k, size_hints, bounds, options) for k in kernels]
+    combo = _combine(combo_name, kernels, lowered)
+    up_to = tuple((dict(tk.size_args)["rnumel"], tk.persistent_up_to) for tk in lowered
+                  if tk.persistent_form is not None and tk.persistent_up_to is not None)
+    if not up_to:
+        return combo
+    # One more combo, its looped members with a persistent form running that form: a call whose rows all fit runs it.
+    persistent = _combine(f"{combo_name}_persistent", kernels, [tk.persistent_form or tk for tk in lowered])
+    return dataclasses.replace(combo, persistent_form=persistent, persistent_up_to=up_to)
+
+
+def _combine(combo_name: str, kernels: Sequence[F.KernelOp], lowered: Sequence[TritonKernel]) -> TritonCombo:
+    """One Triton kernel routing its programs to ``kernels``, lowered as ``lowered``."""
     inputs: list[SSAValue] = []
     for k in kernels:
         inputs += [v for v in k.inputs if v not in inputs]

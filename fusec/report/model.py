@@ -314,8 +314,9 @@ def _type_text(t) -> str:
 
 
 def kernel_key(name: str) -> str:
-    """A kernel's name without its schedule prefix: the IR's ``fusec_red_sum_1`` is the lowering's ``fusec_per_sum_1``."""
-    return _KIND_PREFIX.sub("", name.lstrip("@"))
+    """A kernel's name without its schedule prefix: the IR's ``fusec_red_sum_1`` is the lowering's ``fusec_per_sum_1``
+    (and a combo's persistent form, ``fusec_combo_0_persistent``, the combo's)."""
+    return _KIND_PREFIX.sub("", name.lstrip("@")).removesuffix("_persistent")
 
 
 def kernel_id(name: str) -> str | None:

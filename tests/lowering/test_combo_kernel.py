@@ -9,6 +9,7 @@ from fusec.lowering.combo_kernel import lower_combo
 from fusec.lowering.triton_kernel import LoweringOptions
 from fusec.passes.combo_grouping import ComboGrouping
 from fusec.passes.form_kernels import FormKernels
+from fusec.passes.schedule_kernels import ScheduleKernels
 from fusec.runtime import compile_module, interpreter
 from fusec.testing import apply_passes, assert_same_results, kernels, parse, random_inputs, seed_graph, sgd_graph, sgd_kernels
 
@@ -145,7 +146,7 @@ builtin.module {
   }
 }"""
     module = grouped(text, size_hints=("s0=64", "s1=64"))
-    compiled = compile_module(module, {"s0": 64, "s1": 64}, options=LoweringOptions(max_rblock=16))
+    compiled = compile_module(module, {"s0": 64, "s1": 64}, options=LoweringOptions(max_rblock=16, runtime_persistent=False))
     (tc,) = compiled.kernels
     assert [m.kernel.kind for m in tc.members] == ["pointwise", "looped", "looped"]  # s1 unbounded: looped
     assert len(tc.pointers) == 4  # %a passed once, three outputs
@@ -155,6 +156,31 @@ builtin.module {
         (a,) = inputs
         assert_same_results([a.exp(), a.amax(1), a.sum(1)], compiled(inputs), **TOL)
 
+
+def test_combo_of_symbolic_rows_runs_its_members_persistent_forms_when_every_row_fits():
+    """Members over a symbolic rnumel share the launch: one combo of their persistent forms runs when each member's
+    rows fit (``persistent_up_to``), the looped combo otherwise; both give eager's results."""
+    text = """
+builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[s0, s1], f32>, %b : !fusec.tensor<[s0, s2], f32>) -> (!fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>, !fusec.tensor<[s0, s1], f32>) symbols(s0 in [1, inf], s1 in [1, inf], s2 in [1, inf]) {
+    %m = fusec.reduce "max" %a dims [1] : !fusec.tensor<[s0, s1], f32> -> !fusec.tensor<[s0], f32>
+    %s = fusec.reduce "sum" %b dims [1] : !fusec.tensor<[s0, s2], f32> -> !fusec.tensor<[s0], f32>
+    %e = fusec.pointwise "exp" %a : (!fusec.tensor<[s0, s1], f32>) -> !fusec.tensor<[s0, s1], f32>
+    fusec.output %m, %s, %e : !fusec.tensor<[s0], f32>, !fusec.tensor<[s0], f32>, !fusec.tensor<[s0, s1], f32>
+  }
+}"""
+    module = grouped(text, size_hints=("s0=64", "s1=64", "s2=64"))
+    apply_passes(module, ScheduleKernels(persistent_threshold=32, max_rblock=16))
+    compiled = compile_module(module, {"s0": 64, "s1": 64, "s2": 64})
+    looped, persistent = compiled.kernels
+    assert [m.kernel.kind for m in looped.members] == ["looped", "looped", "pointwise"]
+    assert persistent.name == f"{looped.name}_persistent"
+    assert [m.kernel.kind for m in persistent.members] == ["persistent", "persistent", "pointwise"]
+    assert "if s1 <= 32 and s2 <= 32:" in compiled.source
+    for s0, s1, s2 in ((5, 7, 32), (3, 40, 9), (4, 33, 50)):  # both fit; one does not; neither
+        inputs = random_inputs(module, {"s0": s0, "s1": s1, "s2": s2}, seed=s1)
+        a, b = inputs
+        assert_same_results([a.amax(1), b.sum(1), a.exp()], compiled(inputs), **TOL)
 
 def test_combo_with_views_and_extern_around_it():
     text = """

@@ -62,3 +62,28 @@ def test_both_forms_match_the_interpreter_on_the_cpu():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_both_forms_match_the_interpreter_on_the_gpu():
     _check("cuda")
+
+
+def _seed(t1, t2, t3, t4):
+    return t1.sum(1), t2.amax(1), t3.amin(1), t4.sum(1)
+
+
+def _check_combo(device: str, sizes) -> None:
+    """Four row reductions over symbolic rows, one combo: its persistent form for short rows, looped past 4096."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_seed, backend="fusec", dynamic=True)
+    for rows, cols in sizes:
+        torch.manual_seed(cols)
+        inputs = [torch.randn(rows, cols, device=device) for _ in range(4)]
+        for got, want in zip(compiled(*inputs), _seed(*inputs), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_a_combo_of_symbolic_rows_picks_its_form_per_call_on_the_cpu():
+    _check_combo("cpu", [(4, 64), (3, 100), (2, 4500)])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_combo_of_symbolic_rows_picks_its_form_per_call_on_the_gpu():
+    _check_combo("cuda", [(1024, 512), (300, 100), (64, 4096), (64, 4097), (16, 9000)])
