@@ -55,3 +55,14 @@ def test_a_16_bit_result_closer_to_float64_than_eager_matches_though_it_differs_
     wrong = [fp32_between_ops[0] * 1.05, *fp32_between_ops[1:]]
     assert not matches(eager, wrong, exact)
     assert not matches([exact[0].float()], [exact[0].float() + 1e-3], None)  # fp32: elementwise 1e-4
+
+
+def test_timings_cycle_through_enough_input_sets_to_miss_the_cache():
+    from fusec.tools.benchmark import L2_ROTATION_BYTES, copies_for, rotating
+
+    assert copies_for(16 * 2**20) == 16 and copies_for(L2_ROTATION_BYTES) == 2 and copies_for(1024) == 32
+    seen = []
+    call = rotating(lambda x: seen.append(x), [[1], [2], [3]])
+    for _ in range(5):
+        call()
+    assert seen == [1, 2, 3, 1, 2]
