@@ -45,17 +45,17 @@ builtin.module {
 // CHECK-LABEL: fusec.graph @long_rows
 // CHECK:       fusec.kernel @fusec_red_max_3 [64, s1] schedule(looped, int32, max_rblock = 4096, persistent_up_to = 4096) (%x)
 
-  // Column sums (x.sum(0)): outer reductions; persistent only up to 128 rows, whatever the threshold.
-  fusec.graph @columns(%x : !fusec.tensor<[100, 64], f32>, %y : !fusec.tensor<[1000, 64], f32>) -> (!fusec.tensor<[64], f32>, !fusec.tensor<[64], f32>) {
-    %a = fusec.reduce "sum" %x dims [0] : !fusec.tensor<[100, 64], f32> -> !fusec.tensor<[64], f32>
-    %b = fusec.reduce "sum" %y dims [0] : !fusec.tensor<[1000, 64], f32> -> !fusec.tensor<[64], f32>
+  // Column sums (x.sum(0)): outer reductions; persistent only up to 64 rows, whatever the threshold.
+  fusec.graph @columns(%x : !fusec.tensor<[64, 64], f32>, %y : !fusec.tensor<[100, 64], f32>) -> (!fusec.tensor<[64], f32>, !fusec.tensor<[64], f32>) {
+    %a = fusec.reduce "sum" %x dims [0] : !fusec.tensor<[64, 64], f32> -> !fusec.tensor<[64], f32>
+    %b = fusec.reduce "sum" %y dims [0] : !fusec.tensor<[100, 64], f32> -> !fusec.tensor<[64], f32>
     fusec.output %a, %b : !fusec.tensor<[64], f32>, !fusec.tensor<[64], f32>
   }
 // CHECK-LABEL: fusec.graph @columns
-// CHECK:       fusec.kernel @fusec_per_sum_4 [64, 100] schedule(persistent, int32, outer) (%x)
-// CHECK:       fusec.kernel @fusec_red_sum_5 [64, 1000] schedule(looped, int32, outer, max_rblock = 4096) (%y)
+// CHECK:       fusec.kernel @fusec_per_sum_4 [64, 64] schedule(persistent, int32, outer) (%x)
+// CHECK:       fusec.kernel @fusec_red_sum_5 [64, 100] schedule(looped, int32, outer, max_rblock = 4096) (%y)
 // LOOPED-LABEL: fusec.graph @columns
-// LOOPED:       fusec.kernel @fusec_red_sum_4 [64, 100] schedule(looped, int32, outer, max_rblock = 64) (%x)
+// LOOPED:       fusec.kernel @fusec_red_sum_4 [64, 64] schedule(looped, int32, outer, max_rblock = 64) (%x)
 
   // Pointwise: int32 while the bound keeps every index in range, int64 without a bound.
   fusec.graph @pointwise(%x : !fusec.tensor<[s0], f32>, %y : !fusec.tensor<[s1], f32>) -> (!fusec.tensor<[s0], f32>, !fusec.tensor<[s1], f32>) symbols(s0 in [1, 1000000], s1 in [1, inf]) {
