@@ -21,6 +21,12 @@ lowering as statements with slots for its own names (``KernelBody``): the combo 
 the parameters' slots with its arguments, the program id's with the shifted one and
 the locals' with suffixed names; Triton's and the helpers' names are no slots and
 stay.  Inputs read by several sub-kernels are passed once.
+
+Members over a symbolic row length that ``schedule-kernels`` gave ``persistent_up_to``
+(a looped kernel with a persistent form) share one launch, so the combo is lowered
+twice: ``<name>`` with every member as scheduled, ``<name>_persistent`` with those
+members' persistent forms; the launcher runs the second when every such member's rows
+fit (``if s1 <= 4096 and s2 <= 4096:``), the first otherwise.
 """
 
 from __future__ import annotations
