@@ -179,9 +179,9 @@ L2_ROTATION_BYTES = 256 * 2**20  # input sets a timing cycles through, together:
 
 
 def copies_for(nbytes: int, most: int = 32) -> int:
-    """How many input sets of ``nbytes`` a timing cycles through so that no call finds its inputs in L2 (a
-    program's inputs of 16 MiB, timed on one set, read partly from the cache: Inductor's transformer_mix 17.6 us
-    on one set, 20.4 rotated, H100 2026-11-28); at least 2, at most ``most``."""
+    """How many input sets of ``nbytes`` a timing cycles through so that no call finds its inputs in L2 (METHOD.md:
+    the flush before each call should already see to that; Inductor's transformer_mix read 17.6 us on one flushed
+    set and 20.4 rotated, H100 2026-11-28, cause not settled); at least 2, at most ``most``."""
     return max(2, min(most, -(-L2_ROTATION_BYTES // max(nbytes, 1))))
 
 
