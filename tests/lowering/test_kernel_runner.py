@@ -172,3 +172,33 @@ def test_sites_of_one_body_share_a_runner_only_with_equal_literal_arguments():
         assert dict(literals)[5] == str(max_rblock)  # RBLOCK, after two pointers, two ints and XBLOCK
     assert len(sources) == 1  # the premise: one body
     assert [len(a) for a in added] == [1, 1, 0]  # a runner each for 4096 and 2048; 4096 again shares the first
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_graphs_launching_one_body_with_different_block_sizes_each_get_their_binary(monkeypatch):
+    """What the H100 showed before runners keyed their literals: a launch rule changed between two compiles in one
+    process (here the pointwise heuristic: XBLOCK 256, then 512, one warp each) and the second graph ran the first
+    one's XBLOCK=256 binary on a grid for 512 -- elements 512..999 of 1000 never written."""
+    from fusec.analysis import heuristics
+    from fusec.passes.form_kernels import FormKernels
+    from fusec.testing import apply_passes
+
+    text = SIGMOID_1000
+    x = torch.randn(1000, device="cuda")
+    for xblock in (256, 512):
+        monkeypatch.setattr(heuristics, "pointwise_config", lambda xnumel, per_thread=0, b=xblock: heuristics.LaunchConfig(b, 0, 1))
+        compiled = runtime.compile_module(apply_passes(parse(text), FormKernels()), {})
+        assert f"XBLOCK={xblock}" in compiled.source
+        (out,) = compiled([x])
+        torch.testing.assert_close(out, torch.sigmoid(x))
+
+
+SIGMOID_1000 = """
+builtin.module {
+  fusec.graph @g(%x : !fusec.tensor<[1000], f32>) -> (!fusec.tensor<[1000], f32>) {
+    %c = fusec.pointwise "sigmoid" %x : (!fusec.tensor<[1000], f32>) -> !fusec.tensor<[1000], f32>
+    fusec.output %c : !fusec.tensor<[1000], f32>
+  }
+}
+"""
