@@ -4,19 +4,24 @@
 
 For each program and each (elements a program holds, elements a warp holds) the
 heuristic is replaced, the program recompiled with backend="fusec", checked
-against eager, and its kernels timed with the CUDA profiler (median of 10 calls).
+on fresh inputs against eager, and its kernels timed with the CUDA profiler (median of 10 calls, L2 flushed before
+each, cycling through copies of the inputs).  Before 2026-11-28 kernel runners shared binaries across launch
+literals, so a row that changed only XBLOCK at the same warps may have timed the row before's binary.
 """
 import argparse
+import os
 
 import torch
 
+os.environ.setdefault("FUSEC_GRAPH_CACHE", "0")  # each configuration must really compile
+
 from fusec.analysis import heuristics
 from fusec.base.shapes import next_power_of_2
-from fusec.tools.benchmark import PROGRAMS, compiled, markdown_table, profile_call
+from fusec.tools.benchmark import PROGRAMS, compiled, copies_for, markdown_table, profile_call, rotating
 
 
 def config_rule(tile: int, per_warp: int):
-    def persistent_config(xnumel, rnumel, outer=False):
+    def persistent_config(xnumel, rnumel, outer=False, per_thread=0):
         rblock = max(next_power_of_2(rnumel), 2)
         xblock = max(1, min(tile // rblock, 64 if outer else 32, max(next_power_of_2(xnumel), 1)))
         return heuristics.LaunchConfig(xblock, rblock, max(1, min(16, next_power_of_2(xblock * rblock // per_warp))))
@@ -33,21 +38,24 @@ def main():
     rows = []
     for prog in [q for q in PROGRAMS if q.name in a.programs.split(",")]:
         torch.manual_seed(0)
-        inputs = prog.make_inputs(torch.float32, "cuda")
-        want = prog.fn(*inputs)
-        want = want if isinstance(want, tuple) else (want,)
-        for config in a.configs.split(","):
+        sets = [prog.make_inputs(torch.float32, "cuda")]
+        sets += [prog.make_inputs(torch.float32, "cuda") for _ in range(copies_for(sum(t.nbytes for t in sets[0])) - 1)]
+        for i, config in enumerate(a.configs.split(",")):
             tile, per_warp = config.split(":") if config != "current" else ("current", "-")
             heuristics.persistent_config = original if config == "current" else config_rule(int(tile), int(per_warp))
+            torch._dynamo.reset()
             f = compiled(prog.fn, "fusec", False)
-            got = f(*inputs)
-            got = got if isinstance(got, tuple) else (got,)
+            torch.manual_seed(1000 + i)  # fresh inputs: a kernel that skipped rows would find last config's results there
+            fresh = prog.make_inputs(torch.float32, "cuda")
+            want, got = prog.fn(*fresh), f(*fresh)
+            want, got = (want if isinstance(want, tuple) else (want,)), (got if isinstance(got, tuple) else (got,))
             ok = all(torch.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(got, want, strict=True))
-            rows.append((prog.name, tile, per_warp, "yes" if ok else "NO", profile_call(lambda f=f, inputs=inputs: f(*inputs))[2]))
+            rows.append((prog.name, tile, per_warp, "yes" if ok else "NO", profile_call(rotating(f, sets))[2]))
         heuristics.persistent_config = original
+        torch._dynamo.reset()
         f = compiled(prog.fn, "inductor", False)
-        f(*inputs)
-        rows.append((prog.name, "inductor", "-", "-", profile_call(lambda f=f, inputs=inputs: f(*inputs))[2]))
+        f(*sets[0])
+        rows.append((prog.name, "inductor", "-", "-", profile_call(rotating(f, sets))[2]))
     print(f"device {torch.cuda.get_device_name()}")
     print(markdown_table(["program", "tile elements", "elements per warp", "matches", "kernel us"], rows))
 
