@@ -16,6 +16,7 @@ torch refuses is dropped (no type rules written again here).
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -101,6 +102,14 @@ class Program:
         """The program compiled from its source (a fresh code object each call: Dynamo caches by code)."""
         namespace: dict[str, Any] = {"torch": torch}
         exec(compile(self.source(), f"<fuzz program {id(self):x}>", "exec"), namespace)
+        return namespace["program"]
+
+    def function_in_float64(self) -> Callable:
+        """The program with every float dtype it names made float64 (run on float64 inputs: the program as exactly
+        as it can be computed, to judge which of two 16-bit results is the nearer)."""
+        namespace: dict[str, Any] = {"torch": torch}
+        source = re.sub(r"torch\.(bfloat16|float16|float32|half|float)\b", "torch.float64", self.source())
+        exec(compile(source, f"<fuzz program {id(self):x} in float64>", "exec"), namespace)
         return namespace["program"]
 
     def lowest_precision(self) -> torch.dtype:

@@ -121,6 +121,32 @@ def test_strides_the_trace_promised_are_accepted_where_torch_meta_disagrees_with
         fuzz.compare(torch.empty_strided((6, 2), (1, 8), dtype=torch.bool).copy_(want), want, "out", traced=traced[0])
 
 
+def test_a_16_bit_result_nearer_to_float64_than_eager_is_accepted_and_nothing_else():
+    """Eager rounds 16-bit intermediates, kernels keep fp32: where a program amplifies that (the cosine of a sum of
+    216 terms), the compiled value may be far from eager's and still the better one.  Accepted only when no further
+    from the float64 run than eager is, with dtype, shape, strides and non-finite places as eager's."""
+    exact = [torch.tensor([1.25, 1.25])]
+    eager_ = torch.tensor([3.26, 3.26])
+    fuzz.compare_all([torch.tensor([1.40, 1.40])], [eager_], "near float64", computed_in=torch.bfloat16,
+                     exact=lambda: exact)
+    for wrong, why in ((torch.tensor([5.0, 5.0]), "not close"), (torch.tensor([1.25, float("nan")]), "not close"),
+                       (torch.tensor([1.40, 1.40]).double(), "dtype")):
+        with pytest.raises(fuzz.Mismatch, match=why):
+            fuzz.compare_all([wrong], [eager_], "out", computed_in=torch.bfloat16, exact=lambda: exact)
+    with pytest.raises(fuzz.Mismatch):  # fp32 programs are judged against eager alone
+        fuzz.compare_all([torch.tensor([1.40, 1.40])], [eager_], "out", exact=lambda: exact)
+
+
+def test_gradients_of_an_ill_conditioned_bf16_program_are_judged_against_float64():
+    """The fuzzer's finding of 2026-11-28 (seed 2282): d cos(sum(x + mean(bf16(x)))) / dx is 2n sin(.) everywhere;
+    eager's 3.26 is off by 2.0 from float64's 1.25 (its bf16 mean rounded), fusec's 1.40 by 0.15."""
+    program = Program((Input(("n", "n", 1), "f32", "contiguous"),),
+                      (Op("{0}.to(torch.bfloat16)", (0,)), Op("torch.mean({0}, dim=(0, 2), keepdim=False)", (1,)),
+                       Op("torch.add({0}, {1})", (0, 2)), Op("torch.sum({0})", (3,)), Op("torch.cos({0})", (4,))),
+                      (5,), 6, 11)
+    assert program.function_in_float64()(torch.ones(2, 2, 1, dtype=torch.float64))[0].dtype == torch.float64  # no bf16 left
+    fuzz.check_grad(program, seed=2282)
+
 def test_a_program_eager_refuses_is_invalid_not_a_finding():
     program = Program((Input((3,), "i64"),), (Op("torch.remainder({0}, 0)", (0,)),), (1,))
     with pytest.raises(fuzz.InvalidProgram):
