@@ -417,17 +417,23 @@ class _KernelWriter:
         fn = op.fn.data
         operands = [self.values[v] for v in op.inputs]
         result = F.dtype_name(op.result.type)
-        wanted = ops.operand_dtype(fn, [F.dtype_name(v.type) for v in op.inputs], result)
-        args = [ops.convert(v.name, v.dtype, ops.compute_dtype(w)) for v, w in zip(operands, wanted, strict=True)]
+        declared = [F.dtype_name(v.type) for v in op.inputs]
+        wanted = ops.operand_dtype(fn, declared, result)
+        held = [v.name for v in operands]
+        if ops.is_discontinuous(fn, result):
+            # A 16-bit value is held in fp32 unrounded; where a jump in the result (a truncation to an int, a
+            # comparison, a floor) sits between that value and its rounding, eager's answer is the rounded one's.
+            held = [ops.round_to(n, d) if d in ("float16", "bfloat16") else n for n, d in zip(held, declared, strict=True)]
+        args = [ops.convert(n, v.dtype, ops.compute_dtype(w)) for n, v, w in zip(held, operands, wanted, strict=True)]
         name = self.fresh()
         if fn == "convert":
-            v, src = operands[0], F.dtype_name(op.inputs[0].type)
+            v, src = operands[0], declared[0]
             if src == result:
                 code = v.name
             elif result in ("float16", "bfloat16"):
                 code = ops.round_to(v.name, result)  # straight from the held value: one rounding
             else:
-                code = ops.convert(v.name, v.dtype, ops.compute_dtype(result))
+                code = ops.convert(held[0], v.dtype, ops.compute_dtype(result))
         else:
             op_dtype = ops.compute_dtype(wanted[-1] if fn != "where" else result)
             code = ops.pointwise_code(fn, args, op_dtype)

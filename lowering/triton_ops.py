@@ -57,6 +57,17 @@ def round_to(name: str, ir_dtype: str) -> str:
     return f"{name}.to({tl_dtype(ir_dtype)}).to(tl.float32)"
 
 
+# Functions whose result jumps where their operand crosses a boundary: a 16-bit operand held unrounded in fp32 is
+# rounded to its own type first, so the jump falls where eager's (which rounded it) does.
+_DISCONTINUOUS = (F.PREDICATES - {"logical_and", "logical_or", "logical_not", "isnan"}) | {"floor", "ceil", "round", "trunc"}
+
+
+def is_discontinuous(fn: str, result_dtype: str) -> bool:
+    """Whether ``fn`` (giving ``result_dtype``) needs its fp16/bf16 operands rounded first: comparisons, isinf (a
+    value past fp16's largest rounds to inf), floor/ceil/round/trunc, and conversions to an int or bool."""
+    return fn in _DISCONTINUOUS or (fn == "convert" and result_dtype not in FLOATS)
+
+
 def literal(value: float | int | bool, ir_dtype: str) -> str:
     """A Python literal that Triton reads as ``value`` (fp16/bf16 values rounded first)."""
     if ir_dtype == "bool":

@@ -163,3 +163,35 @@ def test_reductions_split_phase_by_phase_give_the_interpreters_results(name, mom
         inputs = random_inputs(reference, {"s0": size}, seed=size)
         got = [t.cpu() for t in compiled([t.to(device) for t in inputs])]
         assert_same_results(interpreter.run(reference, inputs), got, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")])])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_jumps_after_a_16_bit_op_fall_where_eager_puts_them(dtype, device):
+    """erf(x) held in fp32 is 0.99999994 where eager's bf16 result is 1.0: truncating to an int, comparing with
+    1, or a floor must see the rounded value, as eager does (the fuzzer's seed-14 finding, 2026-11-28)."""
+    def fn(x):
+        e = torch.erf(x)
+        return e.to(torch.int32), e >= 1.0, torch.floor(e * 2), e.to(torch.bool)
+
+    torch.manual_seed(0)
+    x = (torch.randn(64, 33) * 3).to(device, dtype)
+    got = torch.compile(fn, backend="fusec", dynamic=False)(x)
+    for g, w in zip(got, fn(x), strict=True):
+        assert torch.equal(g, w)
+    from fusec.passes.vertical_fusion import VerticalFusion
+
+    (kernel,) = compile_module(apply_passes(parse(ERF_TO_INT), FormKernels(), VerticalFusion()), {}).launcher.kernels
+    assert "erf(" in kernel.source and ".to(tl.bfloat16).to(tl.float32).to(tl.int32)" in kernel.source
+
+
+ERF_TO_INT = """
+builtin.module {
+  fusec.graph @g(%x : !fusec.tensor<[8], bf16>) -> (!fusec.tensor<[8], i32>) {
+    %e = fusec.pointwise "erf" %x : (!fusec.tensor<[8], bf16>) -> !fusec.tensor<[8], bf16>
+    %i = fusec.pointwise "convert" %e : (!fusec.tensor<[8], bf16>) -> !fusec.tensor<[8], i32>
+    fusec.output %i : !fusec.tensor<[8], i32>
+  }
+}
+"""
