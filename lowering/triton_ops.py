@@ -1,7 +1,7 @@
 """Element operations in Triton: dtypes, conversions, the pointwise table, reduction pieces.
 
-Values are held in a *compute dtype*: fp16/bf16 in fp32 (rounded at stores and at
-explicit conversions), every other type as itself.  Code is built from operand
+Values are held in a *compute dtype*: fp16/bf16 in fp32 (rounded at stores, at
+explicit conversions and before a jump: ``is_discontinuous``), every other type as itself.  Code is built from operand
 *names* (generated variables), never from arbitrary expressions, so an operand
 may be repeated in a template without recomputing anything.
 
