@@ -18,7 +18,7 @@ os.environ.setdefault("FUSEC_GRAPH_CACHE", "0")  # each configuration must reall
 
 import fusec.passes.schedule_kernels as schedule  # noqa: E402
 from fusec.pipeline import default_pipeline_spec  # noqa: E402
-from fusec.tools.benchmark import compiled, copies_for, markdown_table, profile_call, rotating  # noqa: E402
+from fusec.tools.benchmark import compiled, markdown_table, profile_call, rotating, rotation_sets  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 
@@ -51,8 +51,10 @@ def main() -> None:
         for name in args.dtypes.split(","):
             dt = DTYPES[name]
             torch.manual_seed(0)
-            sets = [[torch.randn(*dims, device="cuda", dtype=dt) + 1]]
-            sets += [[torch.randn(*dims, device="cuda", dtype=dt) + 1] for _ in range(copies_for(sets[0][0].nbytes) - 1)]
+            def make(dims=dims, dt=dt):
+                return [torch.randn(*dims, device="cuda", dtype=dt) + 1]
+
+            sets = rotation_sets(make(), make)
             torch._dynamo.reset()
             inductor = compiled(column_sum, "inductor-combo", False)
             rows.append((shape, name, "inductor-combo", f"{profile_call(rotating(inductor, sets), repeats=15)[2]:.1f}", "-"))

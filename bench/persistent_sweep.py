@@ -9,6 +9,7 @@ each, cycling through copies of the inputs).  Before 2026-11-28 kernel runners s
 literals, so a row that changed only XBLOCK at the same warps may have timed the row before's binary.
 """
 import argparse
+import functools
 import os
 
 import torch
@@ -17,7 +18,7 @@ os.environ.setdefault("FUSEC_GRAPH_CACHE", "0")  # each configuration must reall
 
 from fusec.analysis import heuristics
 from fusec.base.shapes import next_power_of_2
-from fusec.tools.benchmark import PROGRAMS, compiled, copies_for, markdown_table, profile_call, rotating
+from fusec.tools.benchmark import PROGRAMS, compiled, markdown_table, profile_call, rotating, rotation_sets
 
 
 def config_rule(tile: int, per_warp: int):
@@ -38,8 +39,8 @@ def main():
     rows = []
     for prog in [q for q in PROGRAMS if q.name in a.programs.split(",")]:
         torch.manual_seed(0)
-        sets = [prog.make_inputs(torch.float32, "cuda")]
-        sets += [prog.make_inputs(torch.float32, "cuda") for _ in range(copies_for(sum(t.nbytes for t in sets[0])) - 1)]
+        make = functools.partial(prog.make_inputs, torch.float32, "cuda")
+        sets = rotation_sets(make(), make)
         for i, config in enumerate(a.configs.split(",")):
             tile, per_warp = config.split(":") if config != "current" else ("current", "-")
             heuristics.persistent_config = original if config == "current" else config_rule(int(tile), int(per_warp))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import sys
@@ -185,10 +186,15 @@ def copies_for(nbytes: int, most: int = 32) -> int:
     return max(2, min(most, -(-L2_ROTATION_BYTES // max(nbytes, 1))))
 
 
+def rotation_sets(first: list[torch.Tensor], make: Callable[[], list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+    """``first`` and as many more input sets from ``make`` as ``copies_for`` their bytes asks."""
+    return [first] + [make() for _ in range(copies_for(sum(t.nbytes for t in first)) - 1)]
+
+
 def rotating(f: Callable, sets: list[list[torch.Tensor]]) -> Callable[[], object]:
     """A call of ``f`` on the next of ``sets`` each time (same shapes and dtypes: one compiled graph)."""
-    turn = iter(range(2**62))
-    return lambda: f(*sets[next(turn) % len(sets)])
+    turn = itertools.cycle(sets)
+    return lambda: f(*next(turn))
 
 
 def profile_kernels(call: Callable[[], object], program: str = "") -> list[dict]:
@@ -258,13 +264,13 @@ def main(programs: str, backends: str, dtype: str, dynamic: bool, profile_path: 
         expected = _flatten(prog.fn(*inputs))
         # 16-bit eager rounds after every op where a compiler keeps fp32: both are judged against float64
         exact = _flatten(prog.fn(*[t.double() if t.is_floating_point() else t for t in inputs])) if dt != torch.float32 else None
-        more = [prog.make_inputs(dt, "cuda") for _ in range(copies_for(sum(t.nbytes for t in inputs)) - 1)]
+        sets = rotation_sets(inputs, functools.partial(prog.make_inputs, dt, "cuda"))
         for backend in backends.split(","):
             try:
                 f = compiled(prog.fn, backend, dynamic)
                 got = _flatten(f(*inputs))
                 ok = matches(expected, got, exact)
-                kernels, gemms, gpu_us = profile_call(rotating(f, [inputs] + more))
+                kernels, gemms, gpu_us = profile_call(rotating(f, sets))
                 ms = triton.testing.do_bench(lambda f=f, inputs=inputs: f(*inputs), warmup=50, rep=300, return_mode="median")
                 rows.append((prog.name, backend, "yes" if ok else "NO", kernels, gemms, f"{gpu_us:.1f}", f"{ms * 1000:.1f}"))
                 if profile_path and backend.startswith("fusec"):

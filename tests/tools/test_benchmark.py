@@ -58,7 +58,7 @@ def test_a_16_bit_result_closer_to_float64_than_eager_matches_though_it_differs_
 
 
 def test_timings_cycle_through_enough_input_sets_to_miss_the_cache():
-    from fusec.tools.benchmark import L2_ROTATION_BYTES, copies_for, rotating
+    from fusec.tools.benchmark import L2_ROTATION_BYTES, copies_for, rotating, rotation_sets
 
     assert copies_for(16 * 2**20) == 16 and copies_for(L2_ROTATION_BYTES) == 2 and copies_for(1024) == 32
     seen = []
@@ -66,3 +66,6 @@ def test_timings_cycle_through_enough_input_sets_to_miss_the_cache():
     for _ in range(5):
         call()
     assert seen == [1, 2, 3, 1, 2]
+    first = [torch.zeros(64 * 2**20, dtype=torch.uint8)]
+    sets = rotation_sets(first, lambda: [torch.ones(64 * 2**20, dtype=torch.uint8)])
+    assert len(sets) == 4 and sets[0] is first and all(s[0][0] == 1 for s in sets[1:])
