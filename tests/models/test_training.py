@@ -21,6 +21,19 @@ def _step(model, case, inputs):
     return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
 
+def _assert_gradients_close(name, got, want, tolerance):
+    """Each gradient within ``tolerance`` of its size, a size of at least 1e-4 of the model's largest gradient: a
+    gradient that is zero in exact arithmetic (attention's key bias: softmax ignores a constant added to a row,
+    1e-20 in an fp64 step) is rounding noise in eager and in fusec alike, and only its size against the others
+    can be judged (tiny ViT, bf16, H100: 6e-8 in both, against gradients up to 5e-2)."""
+    assert sorted(got) == sorted(want)
+    floor = 1e-4 * max(g.abs().max().item() for g in want.values())
+    for n in want:
+        scale = max(want[n].abs().max().item(), floor)
+        error = (got[n] - want[n]).abs().max().item() / scale
+        assert error < tolerance, f"{name}: gradient of {n} off by {error:.2e} of its size"
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_training_step_matches_eager(name):
     case = MODELS[name]
@@ -35,11 +48,7 @@ def test_training_step_matches_eager(name):
     log.assert_whole()
     assert (log.count("forward"), log.count("backward")) == (1, 1), dict(log.graphs)
     torch.testing.assert_close(got_loss, want_loss, rtol=1e-4, atol=1e-5)
-    assert sorted(got) == sorted(want)
-    for n in want:
-        scale = want[n].abs().max().item() + 1e-6
-        error = (got[n] - want[n]).abs().max().item() / scale
-        assert error < 1e-3, f"{name}: gradient of {n} off by {error:.2e} of its size"
+    _assert_gradients_close(name, got, want, 1e-3)
 
 
 @pytest.mark.gpu
@@ -65,10 +74,7 @@ def test_training_step_matches_eager_on_gpu(name, dtype, dynamic):
     log.assert_whole()
     tol = 1e-4 if dtype == torch.float32 else 3e-2
     torch.testing.assert_close(got_loss, want_loss, rtol=tol, atol=tol)
-    for n in want:
-        scale = want[n].abs().max().item() + 1e-6
-        error = (got[n] - want[n]).abs().max().item() / scale
-        assert error < (1e-3 if dtype == torch.float32 else 6e-2), f"{name}: gradient of {n} off by {error:.2e} of its size"
+    _assert_gradients_close(name, got, want, 1e-3 if dtype == torch.float32 else 6e-2)
 
 
 @pytest.mark.gpu
