@@ -586,8 +586,12 @@ class _KernelWriter:
         if self.index64:
             body += [f"${s} = tl.cast(${s}, tl.int64)" for s in sizes if s != "xnumel"]
         if self.kind == "tiled":
-            # One tile a program, tiles of a row of tiles at consecutive program ids.
-            body += [f"$pid = $program_id{wide}", "$rtiles = ($rnumel + $RBLOCK - 1) // $RBLOCK",
+            # One tile a program, tiles of a row of tiles at consecutive program ids.  A static row length is
+            # written in, so the tile count is a constant and `pid // rtiles` a shift, not an integer division by a
+            # runtime value (on the critical path of a kernel of one wave).
+            cols = self.kernel.domain_exprs[1]
+            rnumel = str(int(cols)) if isinstance(cols, sympy.Integer) else "$rnumel"
+            body += [f"$pid = $program_id{wide}", f"$rtiles = ({rnumel} + $RBLOCK - 1) // $RBLOCK",
                      "$xoffset = ($pid // $rtiles) * $XBLOCK", "$roffset = ($pid % $rtiles) * $RBLOCK"]
         else:
             body.append(f"$xoffset = $program_id{wide} * $XBLOCK")
