@@ -100,6 +100,10 @@ def persistent_config(xnumel: int, rnumel: int, outer: bool = False, per_thread:
     # mean over dim 0 of 8192x2048 bf16, split partials [131072, 128]: 16 columns 29.0 us, 64 columns 22.0 (H100).
     xblock = _clamp((4 if outer else 1) * PERSISTENT_TILE // rblock, 1, 64 if outer else 32)
     xblock = min(xblock, max(next_power_of_2(xnumel), 1))
+    # Few rows (or columns): narrower programs until every SM gets one, as pointwise_config does; an outer tile
+    # keeps 16 columns (a 32-byte sector of bf16).  The combine of a split column sum, [2048, 64], ran 32 programs.
+    while xblock > (16 if outer else 1) and -(-xnumel // xblock) < MIN_PROGRAMS:
+        xblock //= 2
     # Outer tiles over many programs take at most 4 warps: column sums (bias and norm-weight gradients, split
     # partials of 128 rows, >= 512 programs) ran 7-34% faster than at 8 on an H100 (fp32 and bf16, [8192, 2048],
     # [16384, 768], [2048, 3072]; 2026-11-27).  Few programs keep 8: their warps are all the SMs have in flight.

@@ -61,5 +61,16 @@ def test_an_outer_persistent_tile_is_wide_in_x():
     at most 4 warps (measured faster than 8 on column sums)."""
     assert persistent_config(131072, 128, outer=True) == LaunchConfig(64, 128, 4)  # mean(0) of 8192x2048, split
     assert persistent_config(131072, 128, outer=False) == LaunchConfig(16, 128, 4)  # inner: rows are contiguous
-    assert persistent_config(192 * 32, 128, outer=True) == LaunchConfig(64, 128, 8)  # 96 programs: warps stay 8
+    assert persistent_config(192 * 32, 128, outer=True) == LaunchConfig(32, 128, 8)  # 192 programs: warps stay 8
     assert persistent_config(4096, 2048, outer=True).xblock == 4  # a long row: the tile stays bounded
+
+
+def test_a_persistent_kernel_over_few_rows_narrows_until_every_sm_has_a_program():
+    """The combine of a split column sum ([2048 columns, 64 partials]) ran 32 programs of 64 columns; an outer tile
+    narrows to 16 columns (a 32-byte sector of bf16) at most, an inner one to a row a program."""
+    assert persistent_config(2048, 64, outer=True) == LaunchConfig(16, 64, 2)
+    assert persistent_config(512, 64, outer=True).xblock == 16  # 32 programs: no narrower than a sector
+    assert persistent_config(64, 1024) == LaunchConfig(1, 1024, 2)  # 64 rows: a row a program
+    for rows, cols in ((100, 128), (4096, 512), (12288, 128)):
+        cfg = persistent_config(rows, cols)
+        assert cfg.xblock == 1 or -(-rows // cfg.xblock) >= MIN_PROGRAMS
