@@ -24,6 +24,7 @@ platform without processes, compiles in-process.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import hashlib
@@ -268,6 +269,15 @@ def _unique(requests: Sequence[CompileRequest]) -> list[CompileRequest]:
 
 
 _pools: dict[int | None, CompilePool] = {}
+
+
+@atexit.register
+def shut_down_pools() -> None:
+    """Stop the workers while the interpreter is whole: an executor left for the final teardown logs "Exception
+    ignored ... 'NoneType' object has no attribute 'util'" (its manager's callback runs after multiprocessing's
+    module is gone; seen at the end of a GPU test run)."""
+    for pool in _pools.values():
+        pool.shutdown()
 
 
 def shared_pool(workers: int | None = None) -> CompilePool:

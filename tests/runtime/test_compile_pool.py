@@ -353,3 +353,23 @@ def test_collecting_records_only_its_own_threads_launches(monkeypatch):
         assert other == [False] and users == [fn]  # the other thread compiles, the user's hook saw it
     assert [(r.name, r.options, r.target) for r in out] == [("k", {"num_warps": 4}, "sm90")]
     assert triton.knobs.runtime.jit_cache_hook is users_hook
+
+
+def test_workers_stop_at_exit_while_the_interpreter_is_whole():
+    """A process that started workers and exits prints nothing: no "Exception ignored" from an executor left for the
+    interpreter's final teardown (the pool's atexit hook shuts it down first)."""
+    import subprocess
+    import sys
+
+    code = ("from fusec.runtime.compile_pool import shared_pool\n"
+            "pool = shared_pool(2)\npool.start()\nassert pool.parallel\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    pool = CompilePool(2)
+    pool.start()
+    compile_pool._pools[-1] = pool
+    try:
+        compile_pool.shut_down_pools()
+        assert pool._executor is None
+    finally:
+        del compile_pool._pools[-1]
