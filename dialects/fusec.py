@@ -23,7 +23,9 @@ the views (``reshape``, ``permute``, ``expand``, ``slice``), ``fusec.cat``,
 see ``fusec.dialects.extern_calls``).
 
 Pointwise conversions, at both levels: the operands are converted to the result's
-element type before the function applies, except for the predicates
+element type before the function applies (an fp16/bf16 result with an fp32 operand
+computes in fp32 instead, the operand unrounded: how torch's GPU kernels apply a
+Python number to a 16-bit tensor, which the importer makes an f32 constant), except for the predicates
 (``PREDICATES``: eq, ne, lt, le, gt, ge, isnan, isinf, logical_and/or/not,
 signbit), which compare in ``torch.promote_types`` of their operands and give i1,
 and for ``"where"``, whose condition is i1 (only its other two operands are

@@ -296,16 +296,25 @@ def _is_number(v) -> bool:
     return not isinstance(v, SSAValue)
 
 
+# Arithmetic whose GPU kernels read a Python-number operand at fp32 (``opmath``) on fp16/bf16 tensors: the number is
+# never rounded to 16 bits (``x * 0.044715`` in bf16 differs from ``x * bf16(0.044715)`` at 17% of elements).
+NUMBERS_AT_FP32 = {"add", "sub", "mul", "div"}
+
+
 def scalar_type(fn: str, operands: Sequence, out: F.TensorType) -> Attribute:
     """The element type of Python-number operands.
 
-    Arithmetic converts every operand to the result type, so a number takes it
-    (torch's wrapped-number rule gives the same).  A predicate compares in the
-    operands' promoted type: a number takes the tensors' type unless its kind is
-    higher (a float against an int tensor compares in the default float type).
+    Arithmetic converts every operand to the result type, so a number takes it,
+    except that add, sub, mul and div of an fp16/bf16 result take it as fp32: torch's
+    CUDA kernels apply a number at fp32 (a wrapped number's original value), and
+    fusec's rules compute a 16-bit result from an fp32 operand unrounded (see
+    ``fusec.dialects.fusec``).  A predicate compares in the operands' promoted
+    type: a number takes the tensors' type unless its kind is higher (a float
+    against an int tensor compares in the default float type).
     """
     if fn not in F.PREDICATES:
-        return out.element_type
+        sixteen = out.element_type in (F.BF16, F.F16)
+        return F.F32 if sixteen and fn in NUMBERS_AT_FP32 and any(map(_is_number, operands)) else out.element_type
     tensors = [F.torch_dtype(v.type) for v in operands if isinstance(v, SSAValue)]
     dtype = functools.reduce(torch.promote_types, tensors) if tensors else torch.int64
     numbers = [v for v in operands if _is_number(v)]
@@ -339,7 +348,8 @@ def _binary(fn: str) -> Lowering:
         if not (isinstance(alpha, (int, float)) and alpha == 1):
             out = imp.result_type().contiguous()
             o = imp.tensor(other, out.element_type)
-            other = imp.pointwise("mul", [o, imp.tensor(alpha, out.element_type)], F.TensorType(o.type.dims, out.element_type))
+            wide = scalar_type("mul", [o, alpha], out)  # f32 for a 16-bit result: alpha * other is not rounded
+            other = imp.pointwise("mul", [o, imp.tensor(alpha, wide)], F.TensorType(o.type.dims, wide))
         return pointwise_call(imp, fn, [c["self"], other])
 
     return lower

@@ -54,6 +54,10 @@ def apply_pointwise(fn: str, args: Sequence[torch.Tensor], result: torch.dtype) 
         args = [a.to(compute) for a in args]
     elif fn == "where":
         args = [args[0].to(torch.bool), args[1].to(result), args[2].to(result)]
+    elif result in (torch.float16, torch.bfloat16) and any(a.dtype == torch.float32 for a in args):
+        # A 16-bit result computes in fp32: an fp32 operand (a Python number, as torch's GPU kernels read one)
+        # is not rounded first; 16-bit operands widen exactly.
+        args = [a.to(torch.float32) for a in args]
     else:
         args = [a.to(result) for a in args]
     function = TORCH_FUNCTIONS[fn]
