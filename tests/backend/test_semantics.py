@@ -243,3 +243,18 @@ def test_a_cpu_step_count_argument_is_read_on_the_gpu(_, tmp_path):
     (launcher,) = tmp_path.rglob("launcher.py")
     torch_calls = sorted(set(re.findall(r"\b(_aten_\w+)\(", launcher.read_text())))
     assert torch_calls == ["_aten__to_copy_default"], torch_calls  # the step's copy; the update is generated code
+
+
+# ---------------------------------------------------------------- numbers in 16-bit arithmetic
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, marks=ON_GPU)], ids=["cuda"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_a_number_in_16_bit_arithmetic_is_applied_as_cuda_eager_applies_it(_, dtype):
+    """Bit for bit against CUDA eager: a Python number in add, sub, mul and div of a 16-bit tensor (one op a
+    result, so fusec's fp32 between fused ops does not enter), and a number that becomes a 16-bit value (where)."""
+    x = (torch.randn(1 << 16, generator=torch.Generator().manual_seed(5)) * 3).to("cuda", dtype)
+    for fn in (lambda x: x * 0.044715, lambda x: x / 0.3, lambda x: x + 0.1, lambda x: 0.7 - x,
+               lambda x: torch.add(x, x, alpha=0.15), lambda x: torch.where(x > 0, x, 0.1)):
+        torch._dynamo.reset()
+        compile_and_compare(fn, x)
