@@ -1,7 +1,8 @@
 """The pointwise functions and reductions of the fusec dialect, and the element types they give.
 
 The conversion rules (operands converted to the result's element type, except
-the predicates and ``where``'s condition) are stated in the module docstring
+the predicates, ``where``'s condition, and an fp32 operand of a 16-bit result,
+which computes in fp32) are stated in the module docstring
 of ``fusec.dialects.fusec``; the reference interpreter and the lowering apply
 them to the tables below.
 """
