@@ -100,23 +100,26 @@ class Program:
 
     def function(self) -> Callable:
         """The program compiled from its source (a fresh code object each call: Dynamo caches by code)."""
-        namespace: dict[str, Any] = {"torch": torch}
-        exec(compile(self.source(), f"<fuzz program {id(self):x}>", "exec"), namespace)
-        return namespace["program"]
+        return _compiled(self.source(), f"<fuzz program {id(self):x}>")
 
     def function_in_float64(self) -> Callable:
         """The program with every float dtype it names made float64 (run on float64 inputs: the program as exactly
         as it can be computed, to judge which of two 16-bit results is the nearer)."""
-        namespace: dict[str, Any] = {"torch": torch}
         source = re.sub(r"torch\.(bfloat16|float16|float32|half|float)\b", "torch.float64", self.source())
-        exec(compile(source, f"<fuzz program {id(self):x} in float64>", "exec"), namespace)
-        return namespace["program"]
+        return _compiled(source, f"<fuzz program {id(self):x} in float64>")
 
     def lowest_precision(self) -> torch.dtype:
         """The least precise float dtype the program computes in: kernels keep such intermediates in fp32
         where eager rounds each op's result, so results (fp32 ones too) agree only to that precision."""
         used = {DTYPES[i.dtype] for i in self.inputs} | {d for d in DTYPES.values() if any(str(d) in op.code for op in self.ops)}
         return next((d for d in (torch.bfloat16, torch.float16) if d in used), torch.float32)
+
+
+def _compiled(source: str, filename: str) -> Callable:
+    """The function ``program`` that ``source`` defines (``import torch`` is all it needs)."""
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["program"]
 
 
 # ---------------------------------------------------------------- inputs

@@ -306,7 +306,7 @@ def scalar_type(fn: str, operands: Sequence, out: F.TensorType) -> Attribute:
 
     Arithmetic converts every operand to the result type, so a number takes it,
     except that add, sub, mul and div of an fp16/bf16 result take it as fp32: torch's
-    CUDA kernels apply a number at fp32 (a wrapped number's original value), and
+    CUDA kernels read a number as a CPU scalar at fp32 (opmath), and
     fusec's rules compute a 16-bit result from an fp32 operand unrounded (see
     ``fusec.dialects.fusec``).  A predicate compares in the operands' promoted
     type: a number takes the tensors' type unless its kind is higher (a float

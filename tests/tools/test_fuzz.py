@@ -147,6 +147,7 @@ def test_gradients_of_an_ill_conditioned_bf16_program_are_judged_against_float64
     assert program.function_in_float64()(torch.ones(2, 2, 1, dtype=torch.float64))[0].dtype == torch.float64  # no bf16 left
     fuzz.check_grad(program, seed=2282)
 
+
 def test_a_program_eager_refuses_is_invalid_not_a_finding():
     program = Program((Input((3,), "i64"),), (Op("torch.remainder({0}, 0)", (0,)),), (1,))
     with pytest.raises(fuzz.InvalidProgram):
