@@ -72,7 +72,9 @@ class BackendOptions:
     native_pooling: bool = False  # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls
     cudagraphs: bool = False  # replay each graph's launches as a CUDA graph (fusec.runtime.cudagraphs)
     overlap_collectives: bool = False  # torch's collective bucketing and overlap scheduling before import
-    dense_attention_masks: bool = True  # sdpa masks laid out for torch's fused kernels (fusec.frontend.attention_masks)
+    # sdpa masks laid out for torch's fused kernels (fusec.frontend.attention_masks): True for 16-bit attention,
+    # "all" for fp32 attention too, False for none
+    dense_attention_masks: bool | str = True
 
     @staticmethod
     def from_dict(options: dict | None) -> BackendOptions:
@@ -93,7 +95,9 @@ class BackendOptions:
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
         pooling, graphs, overlap = (_flag(options, name) for name in ("native_pooling", "cudagraphs", "overlap_collectives"))
-        dense_masks = _flag({"dense_attention_masks": True} | options, "dense_attention_masks")
+        dense_masks = options.get("dense_attention_masks", True)
+        if not (isinstance(dense_masks, bool) or dense_masks == "all"):
+            raise BackendOptionError(f"fusec: option 'dense_attention_masks' must be True, False or 'all', got {dense_masks!r}")
         if graphs and execute == "interpret":
             raise BackendOptionError("fusec: option 'cudagraphs' needs execute='triton' (the interpreter launches nothing)")
         return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling,
@@ -148,7 +152,7 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
         if options.dense_attention_masks:
             from fusec.frontend.attention_masks import dense_attention_masks
 
-            gm = dense_attention_masks(gm)
+            gm = dense_attention_masks(gm, include_fp32=options.dense_attention_masks == "all")
     compiler = functools.partial(compile_graph, options=options, traced_remarks=tuple(traced_log.remarks))
     with torch._functorch.config.patch(config):
         return _aot_compile(gm, example_inputs, compiler, options)

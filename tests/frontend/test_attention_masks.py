@@ -48,7 +48,8 @@ def _dump_text(tmp_path, name: str) -> str:
 def test_a_broadcast_mask_becomes_a_dense_additive_one(dtype, tmp_path, monkeypatch):
     monkeypatch.setattr(attention_masks, "torch_fuses", cuda_rule)
     args = inputs(dtype)
-    fn = torch.compile(attention, backend="fusec", options={"dump_dir": str(tmp_path)})
+    # fp32 attention is rewritten only when asked ("all"): the next test shows the default
+    fn = torch.compile(attention, backend="fusec", options={"dump_dir": str(tmp_path), "dense_attention_masks": "all"})
     tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
     torch.testing.assert_close(fn(*args), attention(*args), **tol)
     remarks = _dump_text(tmp_path, "remarks.txt")
@@ -58,10 +59,22 @@ def test_a_broadcast_mask_becomes_a_dense_additive_one(dtype, tmp_path, monkeypa
     assert "aten.where" in _dump_text(tmp_path, "fx_graph.py")  # the additive mask, computed in the graph
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_fp32_attention_stays_math_by_default(dynamic, tmp_path, monkeypatch):
+    monkeypatch.setattr(attention_masks, "torch_fuses", cuda_rule)
+    args = inputs(torch.float32)
+    fn = torch.compile(attention, backend="fusec", dynamic=dynamic, options={"dump_dir": str(tmp_path)})
+    torch.testing.assert_close(fn(*args), attention(*args))
+    remarks = _dump_text(tmp_path, "remarks.txt")
+    assert "dense-attention-masks: math-attention: attention (File" in remarks, remarks
+    assert "in fp32 torch's one fused kernel" in remarks and "dense-mask" not in remarks
+    assert "its scores take 6.0 KiB (dense_attention_masks='all'" in remarks, remarks  # [2, 3, 16, 16] fp32
+
+
 def test_gradients_match_eager_with_the_dense_mask(monkeypatch):
     monkeypatch.setattr(attention_masks, "torch_fuses", cuda_rule)
     args = inputs(grad=True)
-    fn = torch.compile(attention, backend="fusec")
+    fn = torch.compile(attention, backend="fusec", options={"dense_attention_masks": "all"})
     got = torch.autograd.grad(fn(*args).square().sum(), args[:3])
     want = torch.autograd.grad(attention(*args).square().sum(), args[:3])
     for g, w in zip(got, want, strict=True):
@@ -79,7 +92,7 @@ def test_one_dense_mask_serves_every_attention_that_reads_it(monkeypatch):
     graphs = []
 
     def backend(gm, example_inputs):
-        graphs.append(attention_masks.dense_attention_masks(gm))
+        graphs.append(attention_masks.dense_attention_masks(gm, include_fp32=True))
         return gm.forward
 
     args = inputs()
@@ -91,7 +104,7 @@ def test_one_dense_mask_serves_every_attention_that_reads_it(monkeypatch):
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_symbolic_sizes(dynamic, monkeypatch):
     monkeypatch.setattr(attention_masks, "torch_fuses", cuda_rule)
-    fn = torch.compile(attention, backend="fusec", dynamic=dynamic)
+    fn = torch.compile(attention, backend="fusec", dynamic=dynamic, options={"dense_attention_masks": "all"})
     for t in (16, 24):
         args = inputs(t=t, seed=t)
         torch.testing.assert_close(fn(*args), attention(*args))
@@ -111,11 +124,13 @@ def test_declined_remark_and_option_off(tmp_path, monkeypatch):
     assert "dense-attention-masks" not in _dump_text(tmp_path / "off", "remarks.txt")
 
 
-def test_the_option_takes_a_bool():
-    assert BackendOptions.from_dict({}).dense_attention_masks
-    assert not BackendOptions.from_dict({"dense_attention_masks": False}).dense_attention_masks
-    with pytest.raises(BackendOptionError, match="'dense_attention_masks' must be True or False, got 'yes'"):
-        BackendOptions.from_dict({"dense_attention_masks": "yes"})
+def test_the_option_takes_a_bool_or_all():
+    assert BackendOptions.from_dict({}).dense_attention_masks is True
+    assert BackendOptions.from_dict({"dense_attention_masks": False}).dense_attention_masks is False
+    assert BackendOptions.from_dict({"dense_attention_masks": "all"}).dense_attention_masks == "all"
+    for bad in ("yes", 1):
+        with pytest.raises(BackendOptionError, match=f"'dense_attention_masks' must be True, False or 'all', got {bad!r}"):
+            BackendOptions.from_dict({"dense_attention_masks": bad})
 
 
 @on_gpu
@@ -130,7 +145,10 @@ def test_on_the_gpu_the_graph_holds_a_fused_attention(dtype, tmp_path):
     tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
     torch.testing.assert_close(fn(q, k, v, keep), attention(q, k, v, keep), **tol)
     graph = _dump_text(tmp_path, "fx_graph.py")
-    assert "_scaled_dot_product_" in graph and "aten.bmm" not in graph, graph
+    if dtype == torch.float32:  # stays the math decomposition unless asked (dense_attention_masks="all")
+        assert "aten.bmm" in graph and "_scaled_dot_product_" not in graph, graph
+    else:
+        assert "_scaled_dot_product_" in graph and "aten.bmm" not in graph, graph
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
