@@ -136,7 +136,7 @@ def test_the_option_takes_a_bool_or_all():
 @on_gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_on_the_gpu_the_graph_holds_a_fused_attention(dtype, tmp_path):
+def test_on_the_gpu_16_bit_attention_is_fused_fp32_stays_math(dtype, tmp_path):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(8, 128, 12, 64, generator=g).to("cuda", dtype).transpose(1, 2) for _ in range(3))
     keep = (torch.rand(128, generator=g) > 0.3).cuda()
