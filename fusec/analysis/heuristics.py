@@ -51,7 +51,8 @@ WARPS_IN_FLIGHT = 48 * MIN_PROGRAMS  # three quarters of an SM's 64 warps on eve
 LOOP_STEP = 1024  # the RBLOCK a loop over long rows starts from
 MAX_TILE_SIDE = 1024  # the long side of a tile over a thin domain
 MAX_WARPS = 8  # warps a register-bound program may grow to (16 where a whole row must stay in one program)
-OUTER_LOOP_RBLOCK = 8  # rows a step of a looped column reduction takes (64 columns x 8 rows, 4 warps: 2026-11-27)
+OUTER_LOOP_COLUMNS = 64  # columns a looped column reduction's program takes (64 x 8 rows, 4 warps: 2026-11-27)
+OUTER_LOOP_RBLOCK = 8  # rows a step of a looped column reduction takes
 
 
 class LaunchConfig(NamedTuple):
@@ -121,7 +122,7 @@ def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int
 
 def _looped_config(xnumel: int, rnumel: int, outer: bool, max_rblock: int) -> LaunchConfig:
     if outer:
-        xblock = min(64, max(next_power_of_2(xnumel), 1))
+        xblock = min(OUTER_LOOP_COLUMNS, max(next_power_of_2(xnumel), 1))
         rblock = _clamp(next_power_of_2(rnumel), 2, min(OUTER_LOOP_RBLOCK, max_rblock))
         return LaunchConfig(xblock, rblock, 4)
     rblock = _clamp(next_power_of_2(rnumel), 2, min(LOOP_STEP, max_rblock))
