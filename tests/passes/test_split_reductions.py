@@ -394,10 +394,12 @@ def bias_gradient_graph(rows: str, cols: str, dtype: str = "f32", symbols: str =
 }}"""
 
 
-@pytest.mark.parametrize("rows, splits", [(1024, 16), (1000, 8), (600, 8)])
+@pytest.mark.parametrize("rows, splits", [(1024, 16), (1000, 16), (600, 16)])
 def test_column_sum_that_also_stores_per_element_is_split(rows, splits):
     """[rows, 768]: 12 programs of 64 columns unsplit. A stores the per-(x, r) gradient at the substituted
-    row (masked past the last row when the chunks overrun it) and the partials; B combines them."""
+    row (masked past the last row when the chunks overrun it) and the partials; B combines them.  Chunks of 64
+    rows or more, but where those leave fewer than 128 programs (1000 and 600 rows: 8 chunks, 96 programs) as
+    many as keep 32 rows a chunk until every SM has a program (16)."""
     module, notes = split(bias_gradient_graph(str(rows), "768"), [{}], splits=0)
     (note,) = notes
     assert note.data["splits"] == splits
@@ -405,6 +407,14 @@ def test_column_sum_that_also_stores_per_element_is_split(rows, splits):
     assert a.is_outer_reduction and len(a.outputs) == 2 and len(b.outputs) == 1
     graph_outputs = module.body.block.ops.first.body.block.last_op.operands
     assert graph_outputs[0].owner is a and graph_outputs[1].owner is b
+
+
+def test_narrow_column_sum_chunks_stop_at_32_rows():
+    """[512, 256]: 4 programs of 64 columns; chunks of 64 rows give 32 programs, of 32 rows 64: not 128, but a chunk
+    is never shorter than 32 rows (MIN_CHUNK_FEW)."""
+    module, notes = split(bias_gradient_graph("512", "256"), [{}], splits=0)
+    (note,) = notes
+    assert note.data["splits"] == 16
 
 
 def test_column_sum_with_per_element_store_runs_through_triton():
