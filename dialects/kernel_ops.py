@@ -117,8 +117,10 @@ class KernelOp(IRDLOperation):
     ``matmul [B, M, N]`` (printed after the domain) marks a matmul kernel, which ``matmul-epilogues`` makes:
     its domain is ``[B*M*N, K]``, ``x`` is the flat index of the product's element (b, m, n) and ``r`` is k;
     its body reduces over r the product of two loads (each maybe converted to f32), A's first, read at
-    (b, m, r), then B's, read at (b, r, n), and what follows the reduction is its epilogue.  The interpreter runs it as the reduction it
-    is; the lowering runs the reduction as ``tl.dot`` over [block_m, block_n] tiles (a ``matmul`` schedule).
+    (b, m, r), then B's, read at (b, r, n), and what follows the reduction is its epilogue; several such sums may
+    share A's load (sibling products: SwiGLU's gate and up projections), each its own accumulator.  The
+    interpreter runs it as the reduction it is; the lowering runs each reduction as ``tl.dot`` over [block_m,
+    block_n] tiles (a ``matmul`` schedule), in one loop over k.
     """
 
     name = "fusec.kernel"

@@ -56,7 +56,7 @@ from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
 from fusec.lowering.launching import LaunchSite, config_code, launch_config
-from fusec.passes.kernel_index import matmul_coordinates, matmul_product
+from fusec.passes.kernel_index import matmul_coordinates, matmul_products
 from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, kernel_name, symbol_bounds
 
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
@@ -690,7 +690,7 @@ class _MatmulWriter(_KernelWriter):
         sizes = {s: "$" + p for s, p in self.params.items()}
         self.names = {"mm_b": "$mm_b", "mm_m": "$mm_m", "mm_n": "$mm_n", **sizes}
         self.size_names = sizes
-        self.dot, self.dot_ops = self._find_dot()
+        self.dots, self.dot_ops = self._find_dots()
 
     def where(self, op) -> str:
         return f"fusec.kernel @{self.kernel.sym_name.data} (matmul): {op.name}"
@@ -721,30 +721,35 @@ class _MatmulWriter(_KernelWriter):
             line = f"{name} = tl.full([$BLOCK_M, $BLOCK_N], {code}, {ops.tl_dtype(dtype)})"
         return self.define(op, _Value(name, dtype, True, False), [line], ())
 
-    def _find_dot(self) -> tuple[F.ReduceROp, dict]:
-        """The ``reduce_r "sum"`` of the product of A's and B's loads (``kernel_index.matmul_product``), and the ops
-        the main loop computes: each by its role."""
-        product = matmul_product(self.kernel)
-        if product is None:
-            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: a matmul kernel reduces one product of an A "
-                                "load and a B load, in f32")
-        ops: dict[Operation, str] = {product.reduce: "reduce", **dict.fromkeys(product.ops, "product")}
-        # The product's first operand is A's element, its second B's (the IR's rule); each reads only its own coordinates.
-        for load, side, other in zip(product.loads, ("a", "b"), ("mm_n", "mm_m"), strict=True):
-            if other in {s.name for s in self.coordinates(load.index.data).free_symbols}:
-                raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's loads must read A at "
-                                    "(b, m, r) and B at (b, r, n), A's first")
-            ops[load] = side
+    def _find_dots(self) -> tuple[list[F.ReduceROp], dict]:
+        """The ``reduce_r "sum"`` of each product of A's load and a B load (``kernel_index.matmul_products``: one, or
+        several sharing A's tile, each its own accumulator), and the ops the main loop computes: each by its role
+        (``a``, ``b0``, ``b1``, ...)."""
+        products = matmul_products(self.kernel)
+        if products is None:
+            raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: a matmul kernel reduces products of one A "
+                                "load and a B load each, in f32")
+        ops: dict[Operation, str] = {}
+        for i, product in enumerate(products):
+            ops.update({product.reduce: "reduce", **dict.fromkeys(product.ops, "product")})
+            # The product's first operand is A's element, its second B's (the IR's rule); each reads only its own
+            # coordinates.
+            for load, side, other in zip(product.loads, ("a", f"b{i}"), ("mm_n", "mm_m"), strict=True):
+                if other in {s.name for s in self.coordinates(load.index.data).free_symbols}:
+                    raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's loads must read A at "
+                                        "(b, m, r) and B at (b, r, n), A's first")
+                ops[load] = side
         others = [op for op in self.kernel.block.ops if op not in ops and "r" in {
             s.name for p in op.properties.values() if isinstance(p, F.ExprAttr) for s in p.data.free_symbols}]
         if others:
             raise LoweringError(f"{self.where(others[0])}: only the matmul's own loads may read along r")
-        if any(u.operation not in ops for op in ops if op is not product.reduce for r in op.results for u in r.uses):
+        dots = [p.reduce for p in products]
+        if any(u.operation not in ops for op in ops if op not in dots for r in op.results for u in r.uses):
             raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: the matmul's operands feed only its product")
-        return product.reduce, ops
+        return dots, ops
 
     def stmt(self, op: Operation) -> _Stmt:
-        if op is self.dot:
+        if op is self.dots[0]:  # one loop computes every product's accumulator
             return self.main_loop()
         if op in self.dot_ops:
             return _Stmt(op)
@@ -777,19 +782,24 @@ class _MatmulWriter(_KernelWriter):
     def main_loop(self) -> _Stmt:
         t = self.tiles
         a, a_dtype = self.operand("a")
-        b, _ = self.operand("b")
+        bs = [self.operand(f"b{i}")[0] for i in range(len(self.dots))]
+        # One product keeps the names $acc and $b_tile; several (gate and up of one input) number theirs.
+        accs = ["$acc"] if len(bs) == 1 else [f"$acc{i}" for i in range(len(bs))]
+        b_tiles = ["$b_tile"] if len(bs) == 1 else [f"$b_tile{i}" for i in range(len(bs))]
         precision = "" if a_dtype != "float32" else ', input_precision="tf32"' if t.tf32 else ', input_precision="ieee"'
-        lines = ["$acc = tl.full([$BLOCK_M, $BLOCK_N], 0.0, tl.float32)",
-                 f"for $k0 in tl.range(0, $rnumel, $BLOCK_K, num_stages={t.stages}):",
-                 "    $k_row = $k0 + tl.arange(0, $BLOCK_K)[None, :]",
-                 "    $k_col = $k0 + tl.arange(0, $BLOCK_K)[:, None]",
-                 f"    $a_tile = {a}",
-                 f"    $b_tile = {b}"]
+        lines = [f"{acc} = tl.full([$BLOCK_M, $BLOCK_N], 0.0, tl.float32)" for acc in accs]
+        lines += [f"for $k0 in tl.range(0, $rnumel, $BLOCK_K, num_stages={t.stages}):",
+                  "    $k_row = $k0 + tl.arange(0, $BLOCK_K)[None, :]",
+                  "    $k_col = $k0 + tl.arange(0, $BLOCK_K)[:, None]",
+                  f"    $a_tile = {a}"]
+        lines += [f"    {tile} = {b}" for tile, b in zip(b_tiles, bs, strict=True)]
         if a_dtype != "float32":
-            lines += ["    if DOT_IN_FP32:", "        $a_tile = $a_tile.to(tl.float32)", "        $b_tile = $b_tile.to(tl.float32)"]
-        lines.append(f"    $acc = tl.dot($a_tile, $b_tile, $acc{precision})")
-        self.values[self.dot.result] = _Value("$acc", "float32", True, False)
-        return _Stmt(self.dot, lines)
+            lines += ["    if DOT_IN_FP32:", "        $a_tile = $a_tile.to(tl.float32)"]
+            lines += [f"        {tile} = {tile}.to(tl.float32)" for tile in b_tiles]
+        lines += [f"    {acc} = tl.dot($a_tile, {tile}, {acc}{precision})" for acc, tile in zip(accs, b_tiles, strict=True)]
+        for dot, acc in zip(self.dots, accs, strict=True):
+            self.values[dot.result] = _Value(acc, "float32", True, False)
+        return _Stmt(self.dots[0], lines)
 
     def _prologue(self, sizes: list[str]) -> list[str]:
         batch, m, n = self.dims

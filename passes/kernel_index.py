@@ -37,12 +37,30 @@ class MatmulProduct:
 
 
 def matmul_product(kernel: F.KernelOp) -> MatmulProduct | None:
-    """The product a matmul kernel's body sums over r, or None where the body holds no such sum: one ``reduce_r
-    "sum"`` in f32 of a ``mul`` of two plain loads (no mask, no offset), each maybe converted to f32, A's first."""
+    """The product a matmul kernel's body sums over r, or None where the body holds no such sum or several
+    (``matmul_products``)."""
+    products = matmul_products(kernel)
+    return products[0] if products is not None and len(products) == 1 else None
+
+
+def matmul_products(kernel: F.KernelOp) -> list[MatmulProduct] | None:
+    """The products a matmul kernel's body sums over r, in body order, or None where it holds none or another
+    reduction: each a ``reduce_r "sum"`` in f32 of a ``mul`` of two plain loads (no mask, no offset), each maybe
+    converted to f32, A's first; several products read one A load (gate and up projections of one input)."""
     reduces = [op for op in kernel.block.ops if isinstance(op, F.ReduceROp)]
-    if len(reduces) != 1 or reduces[0].kind.data != "sum" or F.dtype_name(reduces[0].result.type) != "float32":
+    products = [_product(op) for op in reduces]
+    if not products or any(p is None for p in products):
         return None
-    mul = reduces[0].input.owner
+    found = [p for p in products if p is not None]
+    if len({p.loads[0] for p in found}) != 1:
+        return None
+    return found
+
+
+def _product(reduce: F.ReduceROp) -> MatmulProduct | None:
+    if reduce.kind.data != "sum" or F.dtype_name(reduce.result.type) != "float32":
+        return None
+    mul = reduce.input.owner
     if not (isinstance(mul, F.PointwiseOp) and mul.fn.data == "mul" and len(mul.inputs) == 2):
         return None
     ops: list[Operation] = [mul]
@@ -55,7 +73,7 @@ def matmul_product(kernel: F.KernelOp) -> MatmulProduct | None:
         if not (isinstance(op, F.LoadOp) and op.offset is None and op.mask is None):
             return None
         loads.append(op)
-    return MatmulProduct(reduces[0], tuple(ops), (loads[0], loads[1]))
+    return MatmulProduct(reduce, tuple(ops), (loads[0], loads[1]))
 
 
 def matmul_coordinates(e: sympy.Expr, dims: Sequence[sympy.Expr], k: sympy.Expr) -> sympy.Expr:

@@ -43,12 +43,17 @@ Options:
   efficiency: the Triton main loop's speed as a fraction of cuBLAS's, for the cost rule.
   size-hints: SYMBOL=INTEGER, the sizes the cost rule assumes for symbolic dims.
   max-ops, max-inputs: the matmul kernel's body ops and input buffers at most (a limit remark past them).
+  siblings: where the epilogue also reads, element for element, the product of another matmul of the same A and
+      sizes (SwiGLU's up projection beside its gate), both products come from one kernel of two accumulators, A's
+      tile loaded once a step, neither product written (unless something else reads it), the cost rule weighing
+      both main loops against both products' traffic.  Off by default: not yet timed on a GPU (and at 83% of cuBLAS
+      the cost rule declines a Llama-sized pair: 57.7 us lost against 34.8 saved, 2048x2048 @ 2048x5632 bf16).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 from xdsl.context import Context
@@ -91,6 +96,9 @@ class MatmulEpilogues(ModulePass):
     size_hints: tuple[str, ...] = ()
     max_ops: int = 128
     max_inputs: int = 16
+    # Sibling products (SwiGLU's gate and up projections of one input, read together by one epilogue) as one kernel
+    # of two accumulators: off until timed on a GPU.
+    siblings: bool = False
 
     def __post_init__(self) -> None:
         parse_size_hints(self.size_hints)
@@ -111,7 +119,8 @@ class MatmulEpilogues(ModulePass):
                 continue
             fuser = _Fuser(self, graph_op, Graph(graph_op.block))
             for extern in matmuls:
-                fuser.fuse(extern)
+                if extern not in fuser.done:  # not already weighed as another's sibling
+                    fuser.fuse(extern)
 
 
 @dataclass
@@ -166,27 +175,29 @@ def _matmul(extern: F.ExternOp) -> _Matmul | str:
     return f"ranks {ta.rank}, {tb.rank} -> {tp.rank}"
 
 
-def matmul_kernel(mm: _Matmul, name: str, weight: SSAValue | None = None) -> F.KernelOp:
+def matmul_kernel(mm: _Matmul, name: str, weight: SSAValue | None = None, siblings: tuple[_Matmul, ...] = ()) -> F.KernelOp:
     """The product as a reduction kernel over [B*M*N, K]: fp32 products of A's and B's elements summed over r, then
     rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads).  ``weight``: a [N', K]
-    weight whose row n mod N' is B's column n (B's columns past N' are a zero padding nobody stores)."""
+    weight whose row n mod N' is B's column n (B's columns past N' are a zero padding nobody stores).
+    ``siblings``: matmuls of the same A and sizes, each product summed and stored beside the first (outputs in order)."""
     batch, m, n, k = mm.dims
     kb = KernelBuilder({X: batch * m * n, R: k})
     b_of_x = shapes.FloorDiv(X, m * n) if batch != 1 else sympy.Integer(0)
     m_of_x = sympy.Mod(shapes.FloorDiv(X, n), m) if batch != 1 else shapes.FloorDiv(X, n)
     n_of_x = sympy.Mod(X, n)
     lead = [b_of_x] if batch != 1 else []
-    a = kb.element(mm.a, [*lead, m_of_x, R])
-    if weight is None:
-        b = kb.element(mm.b, [*lead, R, n_of_x])
-    else:
-        b = kb.element(weight, [sympy.Mod(n_of_x, tensor_type_of(weight).dims[0]), R])
     et = mm.product_type.element_type
+    a = kb.element(mm.a, [*lead, m_of_x, R])
+    bs = [kb.element(weight, [sympy.Mod(n_of_x, tensor_type_of(weight).dims[0]), R]) if weight is not None and i == 0
+          else kb.element(each.b, [*lead, R, n_of_x]) for i, each in enumerate((mm, *siblings))]
     if et != F.F32:
-        a, b = kb.add(F.PointwiseOp("convert", [a], F.F32)), kb.add(F.PointwiseOp("convert", [b], F.F32))
-    total = kb.add(F.ReduceROp("sum", kb.add(F.PointwiseOp("mul", [a, b], F.F32)), F.F32))
-    value = total if et == F.F32 else kb.add(F.PointwiseOp("convert", [total], et))
-    kb.store(value, mm.product_type, X)
+        a = kb.add(F.PointwiseOp("convert", [a], F.F32))
+    for b, each in zip(bs, (mm, *siblings), strict=True):
+        if et != F.F32:
+            b = kb.add(F.PointwiseOp("convert", [b], F.F32))
+        total = kb.add(F.ReduceROp("sum", kb.add(F.PointwiseOp("mul", [a, b], F.F32)), F.F32))
+        value = total if et == F.F32 else kb.add(F.PointwiseOp("convert", [total], et))
+        kb.store(value, each.product_type, X)
     kernel = kb.finish(name, mm.domain)
     kernel.mark_matmul([batch, m, n])
     return kernel
@@ -197,6 +208,7 @@ class _Fuser:
     options: MatmulEpilogues
     graph_op: F.GraphOp
     graph: Graph
+    done: set = field(default_factory=set)  # externs merged or declined as a sibling of an earlier one
 
     def __post_init__(self) -> None:
         self.hints: SizeHints = resolve_size_hints(self.graph_op, parse_size_hints(self.options.size_hints))
@@ -232,6 +244,10 @@ class _Fuser:
             return
         others = [u for u in readers if u is not epilogue]
         padding = None if others else _zero_padded_weight(mm, placement)
+        sibling = self._sibling(extern, mm, epilogue) if self.options.siblings and placement.valid is None else None
+        if sibling is not None:
+            self._fuse_siblings(extern, mm, *sibling, epilogue, others)
+            return
         if self.options.cost_rule and (slow := _slow_functions(epilogue, mm)):
             self.decline("epilogue-cost", f"{what} -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
                          "(libdevice) after the main loop, where a kernel of its own hides it under memory traffic",
@@ -244,6 +260,43 @@ class _Fuser:
                 self.decline(*refusal, extern, epilogue)
                 return
         self._merge(extern, mm, epilogue, others, placement, padding)
+
+    def _sibling(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp) -> tuple[F.ExternOp, _Matmul] | None:
+        """Another matmul of the same A and sizes whose product ``epilogue`` also reads element for element (SwiGLU's
+        up projection beside its gate), with nothing between them: both products can come from one main loop."""
+        for value in epilogue.inputs:
+            other = value.owner
+            if value is mm.product or not (isinstance(other, F.ExternOp) and other.target.data == extern.target.data):
+                continue
+            sib = _matmul(other)
+            if isinstance(sib, str) or sib.a is not mm.a or sib.product_type.element_type != mm.product_type.element_type:
+                continue
+            if not all(equal(d, e) for d, e in zip(sib.dims, mm.dims, strict=True)):
+                continue
+            if not all(u is epilogue or not isinstance(u, F.KernelOp) for u in self.graph.readers(sib.product)):
+                continue  # another kernel reads the sibling's product: it has an epilogue of its own to weigh
+            placement = self._placement(sib, epilogue)
+            if isinstance(placement, str) or placement.valid is not None or self.graph.reaches(other, epilogue):
+                continue
+            return other, sib
+        return None
+
+    def _fuse_siblings(self, extern: F.ExternOp, mm: _Matmul, sib_extern: F.ExternOp, sib: _Matmul,
+                       epilogue: F.KernelOp, others: list) -> None:
+        what = extern.target.data
+        self.done.add(sib_extern)  # weighed here, fused or not: one remark for the pair
+        sib_others = [u for u in self.graph.readers(sib.product) if u is not epilogue]
+        if self.options.cost_rule and (slow := _slow_functions(epilogue, mm)):
+            self.decline("epilogue-cost", f"{what} x2 -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
+                         "(libdevice) after the main loop, where a kernel of its own hides it under memory traffic",
+                         extern, sib_extern, epilogue)
+            return
+        if self.options.cost_rule:
+            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others), siblings=((sib, bool(sib_others)),))
+            if refusal is not None:
+                self.decline(*refusal, extern, sib_extern, epilogue)
+                return
+        self._merge(extern, mm, epilogue, others, _Placement({}, None), None, (sib_extern, sib, sib_others))
 
     def _placement(self, mm: _Matmul, epilogue: F.KernelOp) -> _Placement | str:
         """How ``epilogue``'s points sit among the product's elements, or why they do not: element for element over
@@ -283,9 +336,11 @@ class _Fuser:
         return _Placement({X: columns * shapes.FloorDiv(X, n) + column}, (column, columns))
 
     def _cost_refusal(self, mm: _Matmul, epilogue: F.KernelOp, stored_too: bool,
-                      copy_bytes: float = 0) -> tuple[str, str] | None:
+                      copy_bytes: float = 0, siblings: tuple[tuple[_Matmul, bool], ...] = ()) -> tuple[str, str] | None:
         """Why the cost rule keeps cuBLAS, or None.  ``copy_bytes``: the traffic of a weight's zero-padded copy that
-        fusing makes unneeded (its read and write), saved with its kernel's fixed time."""
+        fusing makes unneeded (its read and write), saved with its kernel's fixed time.  ``siblings``: matmuls of the
+        same sizes computed in the same main loop (each with whether its product is stored too): each loses its
+        main loop's share and saves its product's traffic and a cuBLAS call."""
         et = mm.product_type.element_type
         if et == F.F32 and self.exact_fp32:
             return "fp32-exact", ("an fp32 matmul at float32_matmul_precision 'highest' (exact fp32, no TF32) stays "
@@ -295,41 +350,60 @@ class _Fuser:
         flops = 2.0 * batch * m * n * k
         cublas_us = flops / (_GPU.matmul_ops_per_us * 2 / size) + _GPU.matmul_latency_us
         tiles = batch * math.ceil(m / 128) * math.ceil(n / 128)
-        lost_us = cublas_us * _occupancy_penalty(tiles) / self.options.efficiency - cublas_us
+        count = 1 + len(siblings)
+        lost_us = count * (cublas_us * _occupancy_penalty(tiles) / self.options.efficiency - cublas_us)
         product = batch * m * n * size
-        traffic = product * (1 if stored_too else 2)  # the product's write (unless kept) and read-back
+        # Each product's write (unless kept) and read-back
+        traffic = product * (1 if stored_too else 2) + sum(product * (1 if kept else 2) for _, kept in siblings)
+        computed = {mm.product, *(s.product for s, _ in siblings)}
         exposed = sum(b for b in (buffer_bytes(tensor_type_of(v), self.hints) for v in epilogue.inputs
-                                  if v is not mm.product) if b >= product)
+                                  if v not in computed) if b >= product)
         saved_us = (traffic - exposed) / _GPU.bandwidth_bytes_per_us + _GPU.kernel_latency_us
+        saved_us += len(siblings) * _GPU.matmul_latency_us  # a cuBLAS call fewer each
         if copy_bytes:
             saved_us += copy_bytes / _GPU.bandwidth_bytes_per_us + _GPU.kernel_latency_us
         if lost_us >= saved_us:
             loads = f" (its loads of product-sized operands, {exposed / 1e6:.1f} MB, exposed after the main loop)" if exposed else ""
+            times = f"{count} x " if count > 1 else ""
             return "main-loop-cost", (f"[{batch}x{m}x{n}, K={k}]: the Triton main loop at {self.options.efficiency:.0%} "
-                                      f"of cuBLAS in {tiles} tiles would lose {lost_us:.1f} us of {cublas_us:.1f}, "
+                                      f"of cuBLAS in {tiles} tiles would lose {lost_us:.1f} us of {times}{cublas_us:.1f}, "
                                       f"fusing saves {saved_us:.1f} us{loads}")
         return None
 
     def _merge(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp, others: list, placement: _Placement,
-               padding: tuple[SSAValue, F.PermuteOp, F.KernelOp] | None) -> None:
+               padding: tuple[SSAValue, F.PermuteOp, F.KernelOp] | None,
+               sibling: tuple[F.ExternOp, _Matmul, list] | None = None) -> None:
         what = extern.target.data
         weight = padding[0] if padding is not None else None  # B read from the weight itself
-        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), weight)
-        self.graph.insert(kernel, extern)
-        mm.product.replace_all_uses_with(kernel.outputs[0])
+        externs, mms = [extern], [mm]
+        if sibling is not None:
+            externs.append(sibling[0])
+            mms.append(sibling[1])
+        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), weight, tuple(mms[1:]))
+        self.graph.insert(kernel, max(externs, key=self.graph.pos.__getitem__))  # after every operand
+        for each, out in zip(mms, kernel.outputs, strict=True):
+            each.product.replace_all_uses_with(out)
         merged, replaced = join(kernel, epilogue, placement.mapping, self.graph, placement.valid)
         problem = limit_problem(merged, self.options.max_ops, self.options.max_inputs)
-        if problem is not None:  # the product goes back to cuBLAS
+        if problem is not None:  # the products go back to cuBLAS
             discard(merged)
-            kernel.outputs[0].replace_all_uses_with(mm.product)
+            for each, out in zip(mms, kernel.outputs, strict=True):
+                out.replace_all_uses_with(each.product)
             self.graph.erase(kernel)
-            self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", extern, epilogue)
+            self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", *externs, epilogue)
             return
         merged.mark_matmul(mm.dims[:3])
         merged.properties["sym_name"] = kernel.sym_name
         self.graph.install(merged, replaced, [epilogue, kernel], anchor=epilogue)
-        self.graph.erase(extern)
+        for gone in externs:
+            self.graph.erase(gone)
+        self.done.update(externs)
         kept = f"; the product is also stored for {_readers(others)}" if others else ""
+        if sibling is not None:
+            kept += (f"; with {what} of the same A, [{', '.join(shapes.print_expr(d) for d in sibling[1].dims)}], in "
+                     "the same main loop (two accumulators)")
+            if sibling[2]:
+                kept += f", its product also stored for {_readers(sibling[2])}"
         if placement.valid is not None:
             kept += f"; the epilogue runs on its first {shapes.print_expr(placement.valid[1])} columns"
         if padding is not None:  # nothing reads the zero-padded copy now: it is not made

@@ -171,6 +171,73 @@ def test_fp32_matmul_kernels_follow_torchs_matmul_precision(precision, fresh_dyn
         torch.set_float32_matmul_precision(saved)
 
 
+SIBLINGS = FORCED.replace("matmul-epilogues{when=always cost-rule=false}",
+                          "matmul-epilogues{when=always cost-rule=false siblings=true}")
+
+
+def swiglu(dtype: str, k: int = 40) -> str:
+    """silu(x @ wg.t()) * (x @ wu.t()): SwiGLU's gate and up projections of one input, read by one kernel."""
+    x, w, y = _t(f"s0, {k}", dtype), _t(f"24, {k}", dtype), _t("s0, 24", dtype)
+    wt = _t(f"{k}, 24", dtype, f"1, {k}")
+    body = f"""    %wgt = fusec.permute %wg [1, 0] : {w} -> {wt}
+    %g = fusec.extern "aten.mm.default"(%x, %wgt) : ({x}, {wt}) -> {y}
+    %wut = fusec.permute %wu [1, 0] : {w} -> {wt}
+    %u = fusec.extern "aten.mm.default"(%x, %wut) : ({x}, {wt}) -> {y}
+    %sg = fusec.pointwise "sigmoid" %g : ({y}) -> {y}
+    %s = fusec.pointwise "mul" %g, %sg : ({y}, {y}) -> {y}
+    %h = fusec.pointwise "mul" %s, %u : ({y}, {y}) -> {y}
+    fusec.output %h : {y}"""
+    return _graph("swiglu", f"%x : {x}, %wg : {w}, %wu : {w}", y, body, "symbols(s0 in [1, inf])")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+def test_sibling_products_run_in_one_main_loop(dtype, device):
+    """With siblings=true, the gate and up products come from one kernel of two accumulators (A's tile loaded once),
+    and its epilogue computes silu(gate) * up: no product is written.  Without it, the up product stays cuBLAS's."""
+    text = swiglu(dtype, k=40 if dtype == "bf16" else 17)
+    reference, module = parse(text), _fused(text, SIBLINGS)
+    (matmul,) = kernels(module)
+    assert len([op for op in matmul.block.ops if isinstance(op, F.ReduceROp)]) == 2
+    assert matmul.schedule.tiles.warps == 8 and len(matmul.inputs) == 3
+    compiled = compile_module(module, {"s0": 33})
+    (source,) = [k.source for k in compiled.launcher.kernels]
+    assert source.count("tl.dot(") == 2, source
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == "bf16" else {"rtol": 1e-4, "atol": 1e-4}
+    for size in (1, 33, 70):
+        inputs = random_inputs(reference, {"s0": size}, seed=size)
+        got = [t.cpu() for t in compiled([t.to(device) for t in inputs])]
+        assert_same_results(interpreter.run(reference, inputs), got, **tol)
+    without = parse(text)
+    run_pipeline(make_context(), without, FORCED)
+    assert [op.target.data for op in without.walk() if isinstance(op, F.ExternOp)] == ["aten.mm.default"]
+
+
+def _swiglu(x, wg, wu):
+    return Fn.silu(x @ wg.t()) * (x @ wu.t())
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_swiglu_training_step_matches_eager(device, dynamic, fresh_dynamo, tmp_path):
+    """The forward is one matmul kernel of two accumulators that also stores both products for the backward."""
+    g = torch.Generator().manual_seed(0)
+    wg, wu = ((torch.randn(48, 40, generator=g) / 6).to(device, torch.bfloat16) for _ in range(2))
+    options = {"pipeline": SIBLINGS, "dump_dir": str(tmp_path)}
+    compiled = torch.compile(_swiglu, backend="fusec", dynamic=dynamic, options=options)
+    for rows in (37, 64) if dynamic else (37,):
+        x = torch.randn(rows, 40, generator=g).to(device, torch.bfloat16)
+        args = [[t.clone().requires_grad_() for t in (x, wg, wu)] for _ in range(2)]
+        want, got = _swiglu(*args[0]), compiled(*args[1])
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+        want.float().square().sum().backward()
+        got.float().square().sum().backward()
+        for a, e in zip(args[1], args[0], strict=True):
+            assert (a.grad.float() - e.grad.float()).norm() <= 1e-2 * e.grad.float().norm()
+    forward = "".join(p.read_text() for p in tmp_path.glob("forward_*/remarks.txt"))
+    assert "in the same main loop (two accumulators), its product also stored for the graph output" in forward, forward
+
+
 def test_bad_options_say_what_is_wrong():
     with pytest.raises(ValueError, match="when must be one of accelerator, always, never"):
         MatmulEpilogues(when="sometimes")
