@@ -296,3 +296,38 @@ def test_generated_matmuls_give_the_reference_interpreters_results(batch, m, n, 
             top = max(float(w.float().abs().max()) for w in want)
             tol["rtol"] += 2**-7 * max(1.0, abs(math.log(max(top, 1e-30))))
         assert_same_results(want, compiled(inputs), **tol)
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=15, suppress_health_check=list(HealthCheck))
+@given(batch=st.sampled_from([1, 3]), m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(1, 70),
+       transposed=st.booleans(), dtype=st.sampled_from(["f32", "bf16"]), symbolic=st.booleans())
+def test_generated_sibling_products_give_the_reference_interpreters_results(batch, m, n, k, transposed, dtype,
+                                                                            symbolic):
+    """Random sizes, batched or not, B stored transposed or not, a symbolic M: ``sigmoid(a @ b1) * (a @ b2)`` as one
+    kernel of two accumulators (siblings=true) under Triton's interpreter, against the reference interpreter."""
+    lead = [str(batch)] if batch != 1 else []
+    rows = "s0" if symbolic else str(m)
+    a_t, p = _t(", ".join(lead + [rows, str(k)]), dtype), _t(", ".join(lead + [rows, str(n)]), dtype)
+    if transposed:
+        stored = _t(", ".join(lead + [str(n), str(k)]), dtype)
+        view = _t(", ".join(lead + [str(k), str(n)]), dtype, ", ".join(([f"{k}*{n}"] if lead else []) + ["1", str(k)]))
+        perm = "[0, 2, 1]" if lead else "[1, 0]"
+        views = "".join(f"    %b{i}t = fusec.permute %b{i} {perm} : {stored} -> {view}\n" for i in (1, 2))
+        b_names = ("%b1t", "%b2t")
+    else:
+        stored = view = _t(", ".join(lead + [str(k), str(n)]), dtype)
+        views, b_names = "", ("%b1", "%b2")
+    target = "aten.bmm.default" if lead else "aten.mm.default"
+    body = views + "".join(f'    %p{i} = fusec.extern "{target}"(%a, {b}) : ({a_t}, {view}) -> {p}\n'
+                           for i, b in zip((1, 2), b_names, strict=True))
+    body += (f'    %s = fusec.pointwise "sigmoid" %p1 : ({p}) -> {p}\n'
+             f'    %e = fusec.pointwise "mul" %s, %p2 : ({p}, {p}) -> {p}\n    fusec.output %e : {p}')
+    text = _graph("g", f"%a : {a_t}, %b1 : {stored}, %b2 : {stored}", p, body,
+                  "symbols(s0 in [1, inf])" if symbolic else "")
+    reference, module = parse(text), _fused(text, SIBLINGS)
+    assert len([op for op in kernels(module)[0].block.ops if isinstance(op, F.ReduceROp)]) == 2
+    compiled = compile_module(module, {"s0": m})
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == "f32" else {"rtol": 2e-2, "atol": 2e-2}
+    for rows_now in ([m, m + 17] if symbolic else [m]):
+        inputs = random_inputs(reference, {"s0": rows_now}, seed=rows_now)
+        assert_same_results(interpreter.run(reference, inputs), compiled(inputs), **tol)
