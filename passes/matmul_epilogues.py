@@ -269,7 +269,7 @@ class _Fuser:
             if value is mm.product or not (isinstance(other, F.ExternOp) and other.target.data == extern.target.data):
                 continue
             sib = _matmul(other)
-            if isinstance(sib, str) or sib.a is not mm.a or sib.product_type.element_type != mm.product_type.element_type:
+            if isinstance(sib, str) or not _same_view(sib.a, mm.a) or sib.product_type.element_type != mm.product_type.element_type:
                 continue
             if not all(equal(d, e) for d, e in zip(sib.dims, mm.dims, strict=True)):
                 continue
@@ -415,6 +415,18 @@ class _Fuser:
         remarks.emit(PASS, "matmul-epilogue", f"{what} [{', '.join(shapes.print_expr(d) for d in mm.dims)}] and "
                      f"{describe(epilogue)} run as one kernel: its epilogue reads the product from registers{kept}",
                      merged)
+
+
+def _same_view(a: SSAValue, b: SSAValue) -> bool:
+    """Whether ``a`` and ``b`` are one value, or the same views of one value (AOTAutograd gives each linear layer its
+    own ``view`` of the hidden states: Llama's gate and up projections read two reshapes of one tensor)."""
+    if a is b:
+        return True
+    oa, ob = a.owner, b.owner
+    return (isinstance(oa, F.VIEW_OPS) and type(oa) is type(ob) and a.type == b.type and isinstance(ob, Operation)
+            and oa.properties == ob.properties and oa.attributes == ob.attributes
+            and len(oa.operands) == len(ob.operands)
+            and all(_same_view(x, y) for x, y in zip(oa.operands, ob.operands, strict=True)))
 
 
 def _zero_padded_weight(mm: _Matmul, placement: _Placement) -> tuple[SSAValue, F.PermuteOp, F.KernelOp] | None:

@@ -331,3 +331,20 @@ def test_generated_sibling_products_give_the_reference_interpreters_results(batc
     for rows_now in ([m, m + 17] if symbolic else [m]):
         inputs = random_inputs(reference, {"s0": rows_now}, seed=rows_now)
         assert_same_results(interpreter.run(reference, inputs), compiled(inputs), **tol)
+
+
+def _llama_mlp_gate_up(x, wg, wu):
+    return Fn.silu(Fn.linear(x, wg)) * Fn.linear(x, wu)
+
+
+def test_linear_layers_of_one_hidden_state_are_siblings(tmp_path, fresh_dynamo):
+    """[B, T, C] hidden states: AOTAutograd gives each linear layer its own view to [B*T, C]; the two views of one
+    tensor are one A (``_same_view``), so the gate and up projections still share a main loop."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 37, 40, generator=g).to(torch.bfloat16)
+    wg, wu = ((torch.randn(48, 40, generator=g) / 6).to(torch.bfloat16) for _ in range(2))
+    compiled = torch.compile(_llama_mlp_gate_up, backend="fusec", options={"pipeline": SIBLINGS, "dump_dir": str(tmp_path)})
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, wg, wu), _llama_mlp_gate_up(x, wg, wu), rtol=2e-2, atol=2e-2)
+    remarks = "".join(p.read_text() for p in tmp_path.glob("*/remarks.txt"))
+    assert "in the same main loop (two accumulators)" in remarks and "not-elementwise" not in remarks, remarks
