@@ -348,3 +348,21 @@ def test_linear_layers_of_one_hidden_state_are_siblings(tmp_path, fresh_dynamo):
         torch.testing.assert_close(compiled(x, wg, wu), _llama_mlp_gate_up(x, wg, wu), rtol=2e-2, atol=2e-2)
     remarks = "".join(p.read_text() for p in tmp_path.glob("*/remarks.txt"))
     assert "in the same main loop (two accumulators)" in remarks and "not-elementwise" not in remarks, remarks
+
+
+def test_a_matmul_whose_b_is_the_others_product_is_no_sibling():
+    """u = x @ g where g = x @ wg: one A and one size, but u needs g first: the epilogue reaches g's matmul through
+    u's (a dependence cycle for either as the other's sibling), no main loop is shared, and the results stay the
+    reference interpreter's."""
+    x, y = _t("32, 32", "f32"), _t("32, 32", "f32")
+    body = f"""    %g = fusec.extern "aten.mm.default"(%x, %wg) : ({x}, {x}) -> {y}
+    %u = fusec.extern "aten.mm.default"(%x, %g) : ({x}, {y}) -> {y}
+    %sg = fusec.pointwise "sigmoid" %g : ({y}) -> {y}
+    %h = fusec.pointwise "mul" %sg, %u : ({y}, {y}) -> {y}
+    fusec.output %h : {y}"""
+    text = _graph("chained", f"%x : {x}, %wg : {x}", y, body)
+    reference, module = parse(text), _fused(text, SIBLINGS, required=False)
+    matmuls = [k for k in kernels(module) if k.is_matmul]
+    assert all(len([op for op in k.block.ops if isinstance(op, F.ReduceROp)]) == 1 for k in matmuls), matmuls
+    inputs = random_inputs(reference, {}, seed=5)
+    assert_same_results(interpreter.run(reference, inputs), compile_module(module, {})(inputs), rtol=1e-4, atol=1e-4)
