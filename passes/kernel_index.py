@@ -48,13 +48,13 @@ def matmul_products(kernel: F.KernelOp) -> list[MatmulProduct] | None:
     reduction: each a ``reduce_r "sum"`` in f32 of a ``mul`` of two plain loads (no mask, no offset), each maybe
     converted to f32, A's first; several products read one A load (gate and up projections of one input)."""
     reduces = [op for op in kernel.block.ops if isinstance(op, F.ReduceROp)]
-    products = [_product(op) for op in reduces]
-    if not products or any(p is None for p in products):
-        return None
-    found = [p for p in products if p is not None]
-    if len({p.loads[0] for p in found}) != 1:
-        return None
-    return found
+    found: list[MatmulProduct] = []
+    for op in reduces:
+        product = _product(op)
+        if product is None:
+            return None
+        found.append(product)
+    return found if found and len({p.loads[0] for p in found}) == 1 else None
 
 
 def _product(reduce: F.ReduceROp) -> MatmulProduct | None:

@@ -244,22 +244,28 @@ class _Fuser:
             return
         others = [u for u in readers if u is not epilogue]
         padding = None if others else _zero_padded_weight(mm, placement)
-        sibling = self._sibling(extern, mm, epilogue) if self.options.siblings and placement.valid is None else None
+        found = self._sibling(extern, mm, epilogue) if self.options.siblings and placement.valid is None else None
+        sibling = None
+        if found is not None:  # one kernel of two accumulators (placement.valid is None: padding is None too)
+            self.done.add(found[0])  # weighed here, fused or not: one remark for the pair
+            sibling = (*found, [u for u in self.graph.readers(found[1].product) if u is not epilogue])
+        subjects: tuple[Operation, ...] = (extern, epilogue)
+        named = what
         if sibling is not None:
-            self._fuse_siblings(extern, mm, *sibling, epilogue, others)
-            return
+            subjects, named = (extern, sibling[0], epilogue), f"{what} x2"
         if self.options.cost_rule and (slow := _slow_functions(epilogue, mm)):
-            self.decline("epilogue-cost", f"{what} -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
+            self.decline("epilogue-cost", f"{named} -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
                          "(libdevice) after the main loop, where a kernel of its own hides it under memory traffic",
-                         extern, epilogue)
+                         *subjects)
             return
         if self.options.cost_rule:
             copy_bytes = buffer_bytes(tensor_type_of(padding[2].outputs[0]), self.hints) * 2 if padding else 0
-            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others), copy_bytes=copy_bytes)
+            siblings = ((sibling[1], bool(sibling[2])),) if sibling is not None else ()
+            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others), copy_bytes=copy_bytes, siblings=siblings)
             if refusal is not None:
-                self.decline(*refusal, extern, epilogue)
+                self.decline(*refusal, *subjects)
                 return
-        self._merge(extern, mm, epilogue, others, placement, padding)
+        self._merge(extern, mm, epilogue, others, placement, padding, sibling)
 
     def _sibling(self, extern: F.ExternOp, mm: _Matmul, epilogue: F.KernelOp) -> tuple[F.ExternOp, _Matmul] | None:
         """Another matmul of the same A and sizes whose product ``epilogue`` also reads element for element (SwiGLU's
@@ -280,23 +286,6 @@ class _Fuser:
                 continue
             return other, sib
         return None
-
-    def _fuse_siblings(self, extern: F.ExternOp, mm: _Matmul, sib_extern: F.ExternOp, sib: _Matmul,
-                       epilogue: F.KernelOp, others: list) -> None:
-        what = extern.target.data
-        self.done.add(sib_extern)  # weighed here, fused or not: one remark for the pair
-        sib_others = [u for u in self.graph.readers(sib.product) if u is not epilogue]
-        if self.options.cost_rule and (slow := _slow_functions(epilogue, mm)):
-            self.decline("epilogue-cost", f"{what} x2 -> {describe(epilogue)}: its {', '.join(slow)} would run exactly "
-                         "(libdevice) after the main loop, where a kernel of its own hides it under memory traffic",
-                         extern, sib_extern, epilogue)
-            return
-        if self.options.cost_rule:
-            refusal = self._cost_refusal(mm, epilogue, stored_too=bool(others), siblings=((sib, bool(sib_others)),))
-            if refusal is not None:
-                self.decline(*refusal, extern, sib_extern, epilogue)
-                return
-        self._merge(extern, mm, epilogue, others, _Placement({}, None), None, (sib_extern, sib, sib_others))
 
     def _placement(self, mm: _Matmul, epilogue: F.KernelOp) -> _Placement | str:
         """How ``epilogue``'s points sit among the product's elements, or why they do not: element for element over
@@ -397,7 +386,6 @@ class _Fuser:
         self.graph.install(merged, replaced, [epilogue, kernel], anchor=epilogue)
         for gone in externs:
             self.graph.erase(gone)
-        self.done.update(externs)
         kept = f"; the product is also stored for {_readers(others)}" if others else ""
         if sibling is not None:
             kept += (f"; with {what} of the same A, [{', '.join(shapes.print_expr(d) for d in sibling[1].dims)}], in "
