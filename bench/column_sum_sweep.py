@@ -1,7 +1,7 @@
 """Column sums (``x.sum(0)``: outer reductions) against their schedule (GPU only), beside Inductor+combo.
 
     python bench/column_sum_sweep.py [--shapes 8192x2048,16384x768] [--dtypes bf16,fp32] [--fn sum|norm_grads]
-                                     [--splits 16,32] [--outer-rblocks 16,32] [--outer-columns 16,32]
+                                     [--splits 16,32] [--outer-rblocks 16,32] [--outer-columns 16,32] [--outer-warps 2,8]
 
 ``--fn sum``: ``x.sum(0)``; ``--fn norm_grads``: a layer norm's backward over [rows, columns] as AOTAutograd hands it
 over (the per-row sums given): the input gradient stored per element and three column sums (the norm's weight and
@@ -9,8 +9,9 @@ bias gradients, the next bias's) in one kernel -- ViT's fp32 training step ran t
 96 programs, 20.8 µs a layer (BENCHMARKS.md, nineteenth session).
 For each shape and dtype: Inductor+combo, then fusec as it is, then fusec with outer reductions persistent up to
 ``--outer-persistent`` rows instead of ``OUTER_PERSISTENT_MAX``, with each ``--splits`` count, and with each
-``--outer-rblocks`` rows a step of a looped column reduction instead of ``heuristics.OUTER_LOOP_RBLOCK``, and with
-each ``--outer-columns`` columns a program instead of ``heuristics.OUTER_LOOP_COLUMNS``.  Each
+``--outer-rblocks`` rows a step of a looped column reduction instead of ``heuristics.OUTER_LOOP_RBLOCK``, with
+each ``--outer-columns`` columns a program instead of ``heuristics.OUTER_LOOP_COLUMNS``, and with each ``--outer-warps``
+instead of ``heuristics.OUTER_LOOP_WARPS``.  Each
 configuration is compiled anew in this process (kernel runners are keyed by their launch literals, so a changed
 launch rule never reuses another configuration's binaries), checked on fresh inputs, and timed with the CUDA
 profiler: median of 15 calls, L2 flushed before each, cycling through copies of the input (256 MiB in all).
@@ -52,10 +53,11 @@ def norm_grads_inputs(dims, dt):
 FUNCTIONS = {"sum": column_sum, "norm_grads": norm_grads}
 
 
-def fusec(fn, outer_persistent: int, splits: int, outer_rblock: int, outer_columns: int):
+def fusec(fn, outer_persistent: int, splits: int, outer_rblock: int, outer_columns: int, outer_warps: int):
     """fusec with these choices (0 splits: the pass chooses)."""
     schedule.OUTER_PERSISTENT_MAX = outer_persistent
     heuristics.OUTER_LOOP_RBLOCK, heuristics.OUTER_LOOP_COLUMNS = outer_rblock, outer_columns
+    heuristics.OUTER_LOOP_WARPS = outer_warps
     heuristics.looped_config.cache_clear()  # memoised under the old constant
     spec = default_pipeline_spec().replace("split-reductions", f"split-reductions{{splits={splits}}}") if splits else None
     torch._dynamo.reset()
@@ -72,19 +74,23 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="8192x2048,16384x768,2048x3072,4096x1024,1024x768")
     p.add_argument("--dtypes", default="bf16,fp32")
-    p.add_argument("--outer-persistent", type=int, default=128, help="the alternative OUTER_PERSISTENT_MAX")
+    p.add_argument("--outer-persistent", type=int, default=0, help="an alternative OUTER_PERSISTENT_MAX (0: none)")
     p.add_argument("--splits", default="16,32", help="split counts to try besides the pass's own")
     p.add_argument("--outer-rblocks", default="", help="rows a step of a looped column reduction to try (e.g. 16,32)")
     p.add_argument("--outer-columns", default="", help="columns a looped column reduction's program takes (e.g. 16,32)")
+    p.add_argument("--outer-warps", default="", help="warps of a looped column reduction's program to try (e.g. 2,8)")
     p.add_argument("--fn", default="sum", choices=sorted(FUNCTIONS))
     args = p.parse_args()
     fn = FUNCTIONS[args.fn]
     current, step, cols = schedule.OUTER_PERSISTENT_MAX, heuristics.OUTER_LOOP_RBLOCK, heuristics.OUTER_LOOP_COLUMNS
-    configs = [("fusec", current, 0, step, cols),
-               (f"persistent to {args.outer_persistent} rows", args.outer_persistent, 0, step, cols)]
-    configs += [(f"{s} splits", current, int(s), step, cols) for s in args.splits.split(",") if s]
-    configs += [(f"{r} rows a step", current, 0, int(r), cols) for r in args.outer_rblocks.split(",") if r]
-    configs += [(f"{c} columns a program", current, 0, step, int(c)) for c in args.outer_columns.split(",") if c]
+    warps = heuristics.OUTER_LOOP_WARPS
+    configs = [("fusec", current, 0, step, cols, warps)]
+    if args.outer_persistent:
+        configs += [(f"persistent to {args.outer_persistent} rows", args.outer_persistent, 0, step, cols, warps)]
+    configs += [(f"{s} splits", current, int(s), step, cols, warps) for s in args.splits.split(",") if s]
+    configs += [(f"{r} rows a step", current, 0, int(r), cols, warps) for r in args.outer_rblocks.split(",") if r]
+    configs += [(f"{c} columns a program", current, 0, step, int(c), warps) for c in args.outer_columns.split(",") if c]
+    configs += [(f"{w} warps a looped program", current, 0, step, cols, int(w)) for w in args.outer_warps.split(",") if w]
     rows = []
     for shape in args.shapes.split(","):
         dims = tuple(int(d) for d in shape.split("x"))
@@ -98,13 +104,14 @@ def main() -> None:
             torch._dynamo.reset()
             inductor = compiled(fn, "inductor-combo", False)
             rows.append((shape, name, "inductor-combo", f"{profile_call(rotating(inductor, sets), repeats=15)[2]:.1f}", "-"))
-            for label, outer_persistent, splits, outer_rblock, outer_columns in configs:
-                f = fusec(fn, outer_persistent, splits, outer_rblock, outer_columns)
+            for label, *choices in configs:
+                f = fusec(fn, *choices)
                 fresh = [t + 3 for t in make()]  # a stale buffer would not match them
                 err = max_error(f(*fresh), fn(*[t.double() for t in fresh]), dims[0])
                 us = f"{profile_call(rotating(f, sets), repeats=15)[2]:.1f}"
                 rows.append((shape, name, label, us, f"{err:.1g}"))
                 schedule.OUTER_PERSISTENT_MAX, heuristics.OUTER_LOOP_RBLOCK, heuristics.OUTER_LOOP_COLUMNS = current, step, cols
+                heuristics.OUTER_LOOP_WARPS = warps
                 heuristics.looped_config.cache_clear()
     print(markdown_table(["shape", "dtype", "configuration", "device us", "max error / rows"], rows))
 

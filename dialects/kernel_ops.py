@@ -87,6 +87,8 @@ class KernelSchedule:
     tiles: a matmul schedule's tiles (None for other kinds).
     per_thread: the most elements a thread of the kernel's programs may hold (a power of 2), where its body needs
         many registers an element (None: the launch heuristics' own tiles; not for matmul kernels).
+    warps: a looped outer reduction's warps a program, where its body decides them (None: the launch heuristics'
+        ``OUTER_LOOP_WARPS``); printed ``warps = N`` as a matmul's tiles print theirs.
     """
 
     kind: str
@@ -96,6 +98,7 @@ class KernelSchedule:
     persistent_up_to: int | None = None
     tiles: MatmulTiles | None = None
     per_thread: int | None = None
+    warps: int | None = None
 
 
 def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
@@ -171,12 +174,15 @@ class KernelOp(IRDLOperation):
         rblock = self.max_rblock.value.data if self.max_rblock is not None else None
         up_to = self.persistent_up_to.value.data if self.persistent_up_to is not None else None
         per_thread = self.per_thread.value.data if self.per_thread is not None else None
-        tiles = None
+        tiles, warps = None, None
         if self.tile is not None and self.num_warps is not None and self.num_stages is not None and self.group_m is not None:
             m, n, k = (a.value.data for a in self.tile.data)
             tiles = MatmulTiles(m, n, k, self.num_warps.value.data, self.num_stages.value.data, self.group_m.value.data,
                                 self.tf32 is not None, self.approx_tanh is not None)
-        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to, tiles, per_thread)
+        elif self.num_warps is not None:
+            warps = self.num_warps.value.data
+        return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to, tiles, per_thread,
+                              warps)
 
     @property
     def matmul_dims(self) -> list[sympy.Expr] | None:
@@ -214,6 +220,8 @@ class KernelOp(IRDLOperation):
             self.properties["persistent_up_to"] = IntegerAttr(schedule.persistent_up_to, 64)
         if schedule.per_thread is not None:
             self.properties["per_thread"] = IntegerAttr(schedule.per_thread, 64)
+        if schedule.warps is not None:
+            self.properties["num_warps"] = IntegerAttr(schedule.warps, 64)
 
     @property
     def block(self) -> Block:
@@ -292,6 +300,7 @@ class KernelOp(IRDLOperation):
             items += [f"max_rblock = {schedule.max_rblock}"] if schedule.max_rblock is not None else []
             items += [f"persistent_up_to = {schedule.persistent_up_to}"] if schedule.persistent_up_to is not None else []
             items += [f"per_thread = {schedule.per_thread}"] if schedule.per_thread is not None else []
+            items += [f"warps = {schedule.warps}"] if schedule.warps is not None else []
             items += schedule.tiles.items() if schedule.tiles is not None else []
             printer.print_string(f" schedule({', '.join(items)})")
         printer.print_string(" (")
@@ -353,6 +362,10 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: persistent_up_to (a positive rnumel) belongs to a looped schedule only")
         if (n := schedule.per_thread) is not None and (n < 1 or n & (n - 1) or schedule.kind == "matmul"):
             raise VerifyException(f"{where}: per_thread must be a power of 2 of at least 1, and not on a matmul schedule")
+        if (n := schedule.warps) is not None and (n < 1 or n > 16 or n & (n - 1) or schedule.kind != "looped"
+                                                  or not schedule.outer):
+            raise VerifyException(f"{where}: warps without a matmul's tiles belong to a looped outer schedule, "
+                                  f"a power of 2 from 1 to 16")
         self._verify_matmul_schedule(where, schedule)
 
     def _verify_matmul_schedule(self, where: str, schedule: KernelSchedule) -> None:
@@ -406,8 +419,8 @@ class KernelOp(IRDLOperation):
 
 
 def _parse_schedule(parser: Parser) -> KernelSchedule:
-    """``(kind, index[, outer][, max_rblock = N][, persistent_up_to = N][, per_thread = N])`` after the ``schedule``
-    keyword (a matmul's: its tiles)."""
+    """``(kind, index[, outer][, max_rblock = N][, persistent_up_to = N][, per_thread = N][, warps = N])`` after the
+    ``schedule`` keyword (a matmul's: its tiles)."""
     parser.parse_punctuation("(")
     kind = parser.parse_identifier()
     parser.parse_punctuation(",")
@@ -440,14 +453,16 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
         numbers[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
     parser.parse_punctuation(")")
     matmul = (numbers["warps"], numbers["stages"], numbers["group_m"])
-    tiles = None
-    if tile is not None or any(v is not None for v in matmul) or tf32 or approx_tanh:
+    tiles, loop_warps = None, None
+    if tile is not None or any(v is not None for v in matmul[1:]) or tf32 or approx_tanh:
         if tile is None or any(v is None for v in matmul):
             parser.raise_error("a matmul schedule needs tile, warps, stages and group_m")
         warps, stages, group_m = (int(v or 0) for v in matmul)
         tiles = MatmulTiles(tile[0], tile[1], tile[2], warps, stages, group_m, tf32, approx_tanh)
+    else:
+        loop_warps = numbers["warps"]  # a looped outer reduction's (the verifier says where it may stand)
     return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"], tiles,
-                          numbers["per_thread"])
+                          numbers["per_thread"], loop_warps)
 
 
 # A load's operandSegmentSizes (buffer, offset, mask) by (has offset, has mask); attributes are immutable, so shared.

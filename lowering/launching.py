@@ -21,9 +21,10 @@ from fusec.analysis import heuristics
 CONFIG_HELPERS = ("pointwise_config", "tiled_config", "persistent_config", "looped_config")  # the launcher's _<name>
 
 
-def config_call(kind: str, outer: bool, max_rblock: int, xnumel, rnumel, per_thread: int = 0) -> tuple[str, tuple]:
+def config_call(kind: str, outer: bool, max_rblock: int, xnumel, rnumel, per_thread: int = 0,
+                warps: int = 0) -> tuple[str, tuple]:
     """The heuristic (its name in ``fusec.analysis.heuristics``) sizing a kernel of this kind, and its arguments
-    (``per_thread``, the schedule's limit, only where there is one)."""
+    (``per_thread``, the schedule's limit, and a looped schedule's ``warps``, only where there are some)."""
     limit = (per_thread,) if per_thread else ()
     if kind == "pointwise":
         return "pointwise_config", (xnumel, *limit)
@@ -32,20 +33,21 @@ def config_call(kind: str, outer: bool, max_rblock: int, xnumel, rnumel, per_thr
     if kind == "persistent":
         return "persistent_config", (xnumel, rnumel, outer, *limit)
     if kind == "looped":
-        return "looped_config", (xnumel, rnumel, outer, max_rblock, *limit)
+        return "looped_config", (xnumel, rnumel, outer, max_rblock, *((per_thread, warps) if warps else limit))
     raise ValueError(f"unknown kernel kind '{kind}'")
 
 
 def launch_config(kind: str, outer: bool, max_rblock: int, xnumel: int, rnumel: int = 1,
-                  per_thread: int = 0) -> heuristics.LaunchConfig:
+                  per_thread: int = 0, warps: int = 0) -> heuristics.LaunchConfig:
     """Block sizes and warps for actual sizes."""
-    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel, per_thread)
+    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel, per_thread, warps)
     return getattr(heuristics, name)(*args)
 
 
-def config_code(kind: str, outer: bool, max_rblock: int, xnumel: str, rnumel: str, per_thread: int = 0) -> str:
+def config_code(kind: str, outer: bool, max_rblock: int, xnumel: str, rnumel: str, per_thread: int = 0,
+                warps: int = 0) -> str:
     """Host code computing ``launch_config`` for the sizes held in variables ``xnumel`` and ``rnumel``."""
-    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel, per_thread)
+    name, args = config_call(kind, outer, max_rblock, xnumel, rnumel, per_thread, warps)
     return f"_{name}({', '.join(str(a) for a in args)})"
 
 

@@ -98,6 +98,7 @@ class TritonKernel:
     tiles: F.MatmulTiles | None = None  # a matmul's (its schedule's)
     matmul_dims: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a matmul's [B, M, N]
     per_thread: int = 0  # the schedule's limit on elements a thread holds (0: none)
+    warps: int = 0  # a looped outer schedule's warps a program (0: the heuristic's)
 
     @property
     def constexprs(self) -> tuple[str, ...]:
@@ -107,11 +108,11 @@ class TritonKernel:
 
     def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
         """Block sizes and warps for these sizes."""
-        return launch_config(self.kind, self.outer, self.max_rblock, xnumel, rnumel, self.per_thread)
+        return launch_config(self.kind, self.outer, self.max_rblock, xnumel, rnumel, self.per_thread, self.warps)
 
     def config_code(self, xnumel: str, rnumel: str) -> str:
         """Host code for ``config`` of the sizes in variables ``xnumel`` and ``rnumel``."""
-        return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel, self.per_thread)
+        return config_code(self.kind, self.outer, self.max_rblock, xnumel, rnumel, self.per_thread, self.warps)
 
     def programs_code(self, xnumel: str, rnumel: str, xblock: str, rblock: str) -> str:
         """Host (and Triton) code for ``programs`` of sizes and blocks in these variables."""
@@ -577,7 +578,8 @@ class _KernelWriter:
         size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
         return TritonKernel(self.name, source, self.kind, len(self.kernel.inputs), len(self.kernel.outputs),
                             tuple(size_args), self.schedule.outer, self.schedule.index,
-                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK, body, per_thread=self.schedule.per_thread or 0)
+                            self.schedule.max_rblock or DEFAULT_MAX_RBLOCK, body, per_thread=self.schedule.per_thread or 0,
+                            warps=self.schedule.warps or 0)
 
     def _prologue(self, sizes: list[str]) -> list[str]:
         """Statements placing the program's block: its offsets, indices and masks."""

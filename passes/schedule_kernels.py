@@ -23,6 +23,12 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
   ``register-budget``: the heuristic then gives the program more warps or a smaller tile (Llama's rotary
   embedding, 5 registers an element by the estimate, in 64x64 tiles of 4 warps: 255 registers and spills, 42 us against
   Inductor's 7).  Recorded only where it binds.
+* ``warps`` (looped outer reductions only): 2 where the kernel stores 16-bit values per (x, r) element (a layer
+  norm's input gradient, stored beside its weight's column sums), so that a thread's eight elements of a 64 x 8
+  step store 16 bytes: the split layer-norm backward of [8192, 2048] bf16 ran 81.6 us at 4 warps, 54.4 at 2
+  (16384 x 768: 77.7, 51.0; fp32 and column sums that store nothing per element unchanged or slower at 2: H200,
+  2026-11-28, ``bench/column_sum_sweep.py --outer-warps 2``).  Recorded only where it differs from
+  ``heuristics.OUTER_LOOP_WARPS``.
 * index type: int32 unless some index (or the domain's size) may leave the int32
   range for sizes the bounds admit, masked tail lanes included.
 * the name: Inductor's prefixes, ``fusec_per_*`` for persistent and ``fusec_red_*``
@@ -56,7 +62,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from fusec.analysis import heuristics, register_pressure
-from fusec.base import dtypes, remarks
+from fusec.base import dtypes, remarks, shapes
 from fusec.base.shapes import next_power_of_2, value_range
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
@@ -196,8 +202,19 @@ def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: in
     index = "int64" if needs_int64(kernel, bounds) else "int32"
     up_to = persistent_up_to(kernel, bounds, limit) if kind == "looped" and runtime_persistent else None
     per_thread = register_pressure.per_thread_limit(kernel, kind, outer, register_budget, persistent_form=up_to is not None)
-    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to, per_thread=per_thread)
+    warps = outer_loop_warps(kernel) if kind == "looped" and outer else None
+    schedule = F.KernelSchedule(kind, index, outer, max_rblock if kind == "looped" else None, up_to, per_thread=per_thread,
+                                warps=warps)
     return schedule, kernel_name(kernel.sym_name.data, kind)
+
+
+def outer_loop_warps(kernel: F.KernelOp) -> int | None:
+    """A looped column reduction's warps where its stores decide them (see the module's docstring), else None."""
+    r = shapes.index_symbol("r")
+    narrow = any(isinstance(op, F.StoreOp) and r in op.index.data.free_symbols and op.value.type in (F.BF16, F.F16)
+                 for op in kernel.block.ops)
+    warps = 2 if narrow else heuristics.OUTER_LOOP_WARPS
+    return warps if warps != heuristics.OUTER_LOOP_WARPS else None
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ MAX_TILE_SIDE = 1024  # the long side of a tile over a thin domain
 MAX_WARPS = 8  # warps a register-bound program may grow to (16 where a whole row must stay in one program)
 OUTER_LOOP_COLUMNS = 64  # columns a looped column reduction's program takes (64 x 8 rows, 4 warps: 2026-11-27)
 OUTER_LOOP_RBLOCK = 8  # rows a step of a looped column reduction takes
+OUTER_LOOP_WARPS = 4  # warps of a looped column reduction's program
 
 
 class LaunchConfig(NamedTuple):
@@ -116,15 +117,21 @@ def persistent_config(xnumel: int, rnumel: int, outer: bool = False, per_thread:
 
 @functools.lru_cache(maxsize=1024)
 def looped_config(xnumel: int, rnumel: int, outer: bool = False, max_rblock: int = 4096,
-                  per_thread: int = 0) -> LaunchConfig:
-    return _fit(_looped_config(xnumel, rnumel, outer, max_rblock), per_thread)
+                  per_thread: int = 0, warps: int = 0) -> LaunchConfig:
+    """``warps``: an outer reduction's warps a program as its schedule records them (0: ``OUTER_LOOP_WARPS``)."""
+    return _fit(_looped_config(xnumel, rnumel, outer, max_rblock, warps), per_thread)
 
 
-def _looped_config(xnumel: int, rnumel: int, outer: bool, max_rblock: int) -> LaunchConfig:
+def _looped_config(xnumel: int, rnumel: int, outer: bool, max_rblock: int, warps: int = 0) -> LaunchConfig:
     if outer:
         xblock = min(OUTER_LOOP_COLUMNS, max(next_power_of_2(xnumel), 1))
         rblock = _clamp(next_power_of_2(rnumel), 2, min(OUTER_LOOP_RBLOCK, max_rblock))
-        return LaunchConfig(xblock, rblock, 4)
+        # Few columns: narrower programs taking longer steps until every SM has one, as persistent_config does (a
+        # split column sum's combine over [768, 128] partials: 12 programs of 64 x 8, 20.3 us; 48 of 16 x 32, 9.2 us;
+        # H200, 2026-11-28).
+        while xblock > 16 and -(-xnumel // xblock) < MIN_PROGRAMS and 2 * rblock <= min(max_rblock, next_power_of_2(rnumel)):
+            xblock, rblock = xblock // 2, rblock * 2
+        return LaunchConfig(xblock, rblock, warps or OUTER_LOOP_WARPS)
     rblock = _clamp(next_power_of_2(rnumel), 2, min(LOOP_STEP, max_rblock))
     if rnumel <= rblock:  # a row is one step: several rows a program
         xblock = _clamp(2048 // rblock, 1, max(next_power_of_2(xnumel), 1))

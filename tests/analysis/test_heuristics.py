@@ -74,3 +74,22 @@ def test_a_persistent_kernel_over_few_rows_narrows_until_every_sm_has_a_program(
     for rows, cols in ((100, 128), (4096, 512), (12288, 128)):
         cfg = persistent_config(rows, cols)
         assert cfg.xblock == 1 or -(-rows // cfg.xblock) >= MIN_PROGRAMS
+
+
+def test_a_looped_column_sum_over_few_columns_narrows_and_takes_longer_steps():
+    """The combine of a split column sum over [768 columns, 128 partials] ran 12 programs of 64 x 8 (20.3 us, H200);
+    it narrows to 16 columns of 32 rows a step, 48 programs (9.2 us): the elements a step stay 512."""
+    assert looped_config(768, 128, outer=True) == LaunchConfig(16, 32, 4)
+    assert looped_config(131072, 128, outer=True) == LaunchConfig(64, 8, 4)  # 2048 programs: as before
+    assert looped_config(768, 16, outer=True).rblock == 16  # never a step past the rows
+    assert looped_config(768, 128, outer=True, max_rblock=8) == LaunchConfig(64, 8, 4)  # max_rblock binds
+    for cols, rows in ((100, 5000), (3000, 300), (20000, 77)):
+        cfg = looped_config(cols, rows, outer=True)
+        assert cfg.xblock * cfg.rblock <= 512 and cfg.xblock >= 16
+
+
+def test_a_looped_column_sum_takes_the_warps_its_schedule_records():
+    """schedule-kernels gives a column reduction that stores 16-bit values per element 2 warps (16-byte stores)."""
+    assert looped_config(131072, 128, outer=True, warps=2) == LaunchConfig(64, 8, 2)
+    assert looped_config(131072, 128, outer=True, per_thread=1, warps=2).num_warps == 8  # a register limit still binds
+

@@ -3,6 +3,7 @@
 import pytest
 from xdsl.utils.exceptions import VerifyException
 
+from fusec.analysis import heuristics
 from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.lowering.triton_kernel import LoweringOptions, lower_kernel
@@ -80,6 +81,36 @@ def test_the_lowering_obeys_a_recorded_schedule_over_its_options():
     a = all_kernels(module)[0]
     lowered = lower_kernel(a, options=LoweringOptions(persistent_threshold=0))
     assert (lowered.name, lowered.kind, lowered.index_dtype) == ("fusec_per_sum_0", "persistent", "int32")
+
+
+GRADIENT = """builtin.module {
+  fusec.graph @g(%dy : !fusec.tensor<[s0, 1024], DT>, %x : !fusec.tensor<[s0, 1024], DT>) -> (!fusec.tensor<[1024], DT>, !fusec.tensor<[s0, 1024], DT>) symbols(s0 in [1, inf]) {
+    %p = fusec.pointwise "mul" %dy, %x : (!fusec.tensor<[s0, 1024], DT>, !fusec.tensor<[s0, 1024], DT>) -> !fusec.tensor<[s0, 1024], DT>
+    %s = fusec.reduce "sum" %p dims [0] : !fusec.tensor<[s0, 1024], DT> -> !fusec.tensor<[1024], DT>
+    fusec.output %s, %p : !fusec.tensor<[1024], DT>, !fusec.tensor<[s0, 1024], DT>
+  }
+}"""
+
+
+@pytest.mark.parametrize("dtype, warps", [("bf16", 2), ("f16", 2), ("f32", 4)])
+def test_a_column_sum_storing_16_bit_elements_launches_the_warps_it_records(dtype, warps):
+    """A looped column reduction that stores 16-bit values per element records 2 warps; the launcher, which sizes
+    its blocks per call (s0 rows), launches that many; an fp32 one records none and takes the heuristic's 4."""
+    from fusec.passes.reduction_fusion import ReductionFusion
+    from fusec.passes.vertical_fusion import VerticalFusion
+
+    module, _ = run_passes_checked(GRADIENT.replace("DT", dtype), FormKernels(), VerticalFusion(), ReductionFusion(),
+                                   ScheduleKernels())
+    (kernel,) = all_kernels(module)
+    assert kernel.schedule.outer and kernel.schedule.kind == "looped"
+    assert kernel.schedule.warps == (warps if warps != 4 else None)
+    lowered = lower_kernel(kernel)
+    helpers = {"_looped_config": heuristics.looped_config}
+    for rows in (8192, 100000):
+        code = lowered.config_code("xnumel", "rnumel")  # what the launcher runs per call
+        assert eval(code, helpers, {"xnumel": 1024, "rnumel": rows}).num_warps == warps
+        assert lowered.config(1024, rows).num_warps == warps
+    assert print_ir(parse(print_ir(module))) == print_ir(module)  # the recorded warps print and parse back
 
 
 def test_combo_members_keep_their_schedule():

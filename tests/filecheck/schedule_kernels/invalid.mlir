@@ -175,3 +175,18 @@ fusec.graph @g(%a : !fusec.tensor<[32, 16], f32>, %b : !fusec.tensor<[16, 32], f
   fusec.output %k : !fusec.tensor<[32, 32], f32>
 }
 // CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: a matmul schedule needs tile, warps, stages and group_m
+
+// -----
+
+// Warps without a matmul's tiles on a schedule that is not a looped outer reduction's.
+fusec.graph @g(%a : !fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @k [4, 8] schedule(persistent, int32, warps = 2) (%a) : (!fusec.tensor<[4, 8], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4, 8], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[8*x + r] : !fusec.tensor<[4, 8], f32>
+    %s = fusec.reduce_r "sum" %v : f32 -> f32
+    fusec.store %s, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @k: warps without a matmul's tiles belong to a looped outer schedule, a power of 2 from 1 to 16
+
