@@ -91,7 +91,8 @@ class HoistViewAboveGatheredPointwise(RewritePattern):
         if not isinstance(producer, F.PointwiseOp) or producer.fn.data in POSITIONAL:
             return
         full = tensor_type_of(producer.result)
-        tensors = {x: x.type for x in producer.inputs if isinstance(x.type, F.TensorType) and x.type.rank > 0}
+        # Rank-0 operands of a larger op are scalars it broadcasts; those of a rank-0 op are its whole operands.
+        tensors = {x: x.type for x in producer.inputs if isinstance(x.type, F.TensorType) and (x.type.rank > 0 or full.rank == 0)}
         if any(t.rank != full.rank or t.layout != full.layout
                or not all(provably_equal(a, b) for a, b in zip(t.dims, full.dims, strict=True)) for t in tensors.values()):
             return

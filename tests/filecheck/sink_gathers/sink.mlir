@@ -95,4 +95,19 @@ builtin.module {
 // KERNELS:         fusec.kernel @fusec_red_convert_max_{{[0-9]+}} [s0, 1000]
 // KERNELS:         fusec.kernel @fusec_poi_gather_convert_sub_{{[0-9]+}} [s1] (%target, %logits, %m)
 // REMARK: remark: sink-gathers: sunk-gather: sub computed for the s1 gathered elements, not for all 1000*s0
+
+// A 0-d op viewed as [1] and gathered (found by the fuzzer, seed 10400): its 0-d operands are its whole operands,
+// viewed with it, not scalars it broadcasts (the rewritten op was [1] over 0-d operands, which does not verify).
+  fusec.graph @zero_dims(%a : !fusec.tensor<[], f32>, %i : !fusec.tensor<[s0], i64>) -> (!fusec.tensor<[s0], f32>) symbols(s0 in [2, inf]) {
+    %c = fusec.constant 2.0 : !fusec.tensor<[], f32>
+    %p = fusec.pointwise "add" %a, %c : (!fusec.tensor<[], f32>, !fusec.tensor<[], f32>) -> !fusec.tensor<[], f32>
+    %v = fusec.reshape %p : !fusec.tensor<[], f32> -> !fusec.tensor<[1], f32>
+    %g = fusec.gather %v[%i] dim 0 : !fusec.tensor<[1], f32>, !fusec.tensor<[s0], i64> -> !fusec.tensor<[s0], f32>
+    fusec.output %g : !fusec.tensor<[s0], f32>
+  }
+// CHECK-LABEL: fusec.graph @zero_dims
+// CHECK:         %[[A:.*]] = fusec.reshape %a : !fusec.tensor<[], f32> -> !fusec.tensor<[1], f32>
+// CHECK-NEXT:    %[[C:.*]] = fusec.reshape %c : !fusec.tensor<[], f32> -> !fusec.tensor<[1], f32>
+// CHECK-NEXT:    %[[P:.*]] = fusec.pointwise "add" %[[A]], %[[C]] : (!fusec.tensor<[1], f32>, !fusec.tensor<[1], f32>) -> !fusec.tensor<[1], f32>
+// CHECK-NEXT:    fusec.gather %[[P]][%i] dim 0
 }
