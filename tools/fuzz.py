@@ -97,25 +97,44 @@ def compare(got, want, what: str, strides: bool = True, computed_in: torch.dtype
 def compare_all(got: Sequence, want: Sequence, what: str, strides: bool = True,
                 computed_in: torch.dtype = torch.float32, traced: Sequence | None = None,
                 exact: Callable[[], Sequence] | None = None) -> None:
-    """``compare`` for each output.  ``exact`` (a program computed in 16-bit floats): the outputs computed in
-    float64, asked for only when values differ beyond the tolerance.  Eager rounds every 16-bit intermediate, a
-    compiler keeps fp32 between ops, and an ill-conditioned program (the cosine of a sum of hundreds of terms)
-    turns that rounding into large differences: values no further from float64 than eager's are accepted
-    (``fusec.tools.benchmark.matches``); a wrong dtype, shape or stride never is."""
+    """``compare`` for each output.  ``exact``: the outputs computed in float64, asked for only when values differ
+    beyond the tolerance.  Eager rounds every 16-bit intermediate, a compiler keeps fp32 between ops, and an
+    ill-conditioned program (the cosine of a sum of hundreds of terms) turns that rounding into large differences:
+    values no further from float64 than eager's are accepted (``fusec.tools.benchmark.matches``).  In fp32 the same
+    holds where eager's own result is off by more than the tolerance: a gradient that is zero in exact arithmetic
+    (``sum(x) / x`` of an expanded ``x``: its terms cancel) is rounding noise in both, and fusec's is accepted when
+    it is at most twice eager's distance from float64 (``as_accurate_as_eager``).  A wrong dtype, shape or stride
+    never is."""
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} outputs, expected {len(want)}")
     try:
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             compare(g, w, f"{what}, output {i}", strides, computed_in, traced[i] if traced else None)
     except Mismatch:
-        if exact is None or computed_in == torch.float32:
+        if exact is None:
             raise
         for i, (g, w) in enumerate(zip(got, want, strict=True)):  # what a float64 run cannot excuse
             compare(g, w, f"{what}, output {i}", strides, computed_in, traced[i] if traced else None, values=False)
         tensors = [(g, w, x) for g, w, x in zip(got, want, exact(), strict=True) if isinstance(g, torch.Tensor)]
-        if not all(g.is_floating_point() and torch.equal(g.isfinite(), w.isfinite()) for g, w, _ in tensors) or not matches(
-                [w for _, w, _ in tensors], [g for g, _, _ in tensors], [x for _, _, x in tensors]):
+        if not all(g.is_floating_point() and torch.equal(g.isfinite(), w.isfinite()) for g, w, _ in tensors):
             raise
+        if computed_in == torch.float32:
+            if not all(as_accurate_as_eager(g, w, x) for g, w, x in tensors):
+                raise
+        elif not matches([w for _, w, _ in tensors], [g for g, _, _ in tensors], [x for _, _, x in tensors]):
+            raise
+
+
+def as_accurate_as_eager(got: torch.Tensor, eager: torch.Tensor, exact: torch.Tensor) -> bool:
+    """An fp32 result no further from float64 than twice eager's largest error, with fp32's absolute tolerance
+    (Inductor's accuracy check judges against an fp64 reference the same way); NaNs refuse."""
+    if got.numel() == 0:
+        return True
+    x = exact.double()
+    finite = x.isfinite()
+    mine = (got.double() - x)[finite].abs().max() if finite.any() else torch.tensor(0.0, dtype=torch.double)
+    theirs = (eager.double() - x)[finite].abs().max() if finite.any() else torch.tensor(0.0, dtype=torch.double)
+    return bool(mine <= 2 * theirs + tolerance(torch.float32)["atol"])
 
 
 def traced_strides(fn: Callable, inputs: Sequence[torch.Tensor]) -> list | None:
