@@ -28,7 +28,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
-from xdsl.traits import IsolatedFromAbove, NoTerminator, Pure
+from xdsl.traits import HasCanonicalizationPatternsTrait, IsolatedFromAbove, NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from fusec.base import shapes
@@ -527,6 +527,14 @@ class StoreOp(IRDLOperation):
             raise VerifyException(f"fusec.store: value type {self.value.type} differs from the buffer's {element_of(self.buffer.type)}")
 
 
+class ReduceRCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls):
+        from fusec.dialects.canonicalization import AnyAboveMinusInfinity  # the pattern builds ops of this dialect
+
+        return (AnyAboveMinusInfinity(),)
+
+
 @irdl_op_definition
 class ReduceROp(IRDLOperation):
     """Reduces an element value over the kernel's ``r`` domain: ``fusec.reduce_r "sum" %v : f32 -> f32``.
@@ -538,7 +546,7 @@ class ReduceROp(IRDLOperation):
     kind = prop_def(StringAttr)
     input = operand_def()
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ReduceRCanonicalization())
     assembly_format = "$kind $input attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, kind: str, input: SSAValue, result_type: Attribute):
