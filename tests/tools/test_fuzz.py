@@ -150,6 +150,15 @@ def test_an_fp32_result_as_near_to_float64_as_eager_is_accepted_where_eager_is_o
         fuzz.compare_all([torch.tensor([4.6e-5, 2.001])], [eager_], "wrong elsewhere", exact=lambda: exact)
 
 
+def test_a_16_bit_remainder_at_a_rounding_boundary_is_judged_against_float64():
+    """The fuzzer's finding of 2026-11-28 (seed 0, dynamic): bf16 ``remainder(x - 2, 2)`` where eager's rounded
+    ``x - 2`` lands on a multiple of 2 and the kernel's fp32 one does not: 0 against 1.99, float64 agreeing with
+    the kernel.  The backend check asks float64 as the gradient check does."""
+    program = Program((Input((1, "n", 7), "bf16", "contiguous"),),
+                      (Op("torch.sub({0}, 2)", (0,)), Op("torch.remainder({0}, 2)", (1,))), (2,), 6, 11)
+    fuzz.check_backend(program, seed=0, dynamic=True)
+
+
 def test_the_gradient_of_sum_over_an_expanded_input_is_cancellation_not_a_finding():
     """The fuzzer's finding of 2026-11-28 (seed 22864): d/da of sum_i w_i * sum(x) / x_i with x = a expanded is
     zero in exact arithmetic; eager and fusec returned 7.6e-5 and 4.6e-5 (beyond fp32's 1e-5 of each other)."""
