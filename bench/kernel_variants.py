@@ -82,6 +82,9 @@ def variants(kernel: F.KernelOp, configs: list[str], device: str) -> list[tuple]
     lowered: TritonKernel = lower_kernel(kernel)
     if lowered.kind == "matmul":
         raise SystemExit(f"kernel_variants: {lowered.name} is a matmul kernel (tiles, not blocks: see bench/matmul_epilogues.py)")
+    if any(not d.is_number for d in kernel.domain_exprs):
+        raise SystemExit(f"kernel_variants: {kernel.sym_name.data} has symbolic sizes "
+                         f"[{', '.join(str(d) for d in kernel.domain_exprs)}]: dump the graph at static sizes")
     dims = [int(d) for d in kernel.domain_exprs]
     xnumel, rnumel = dims[0], (dims[1] if len(dims) > 1 else 1)
     reduction = lowered.kind != "pointwise"

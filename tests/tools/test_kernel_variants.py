@@ -49,3 +49,17 @@ def test_an_unknown_kernel_or_a_bad_configuration_is_one_clear_message(tmp_path)
     run = subprocess.run([sys.executable, str(ROOT / "bench/kernel_variants.py"), str(tmp_path / "final.mlir"), name,
                           "--configs", "64x8"], capture_output=True, text=True, env=env)
     assert run.returncode != 0 and "is XBLOCKxRBLOCKxWARPS" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_kernel_over_symbolic_sizes_is_refused_with_one_message(tmp_path):
+    text = GRADIENT.replace("600", "s0").replace(") {\n    %p", ") symbols(s0 in [1, inf]) {\n    %p")
+    (tmp_path / "in.mlir").write_text(text)
+    ir = subprocess.run([sys.executable, "-m", "fusec.tools.fusec_opt", str(tmp_path / "in.mlir"), "-p",
+                         "form-kernels,vertical-fusion,reduction-fusion,schedule-kernels"],
+                        capture_output=True, text=True, check=True).stdout
+    (tmp_path / "final.mlir").write_text(ir)
+    (name,) = re.findall(r"fusec\.kernel @(\w+)", ir)
+    run = subprocess.run([sys.executable, str(ROOT / "bench/kernel_variants.py"), str(tmp_path / "final.mlir"), name],
+                         capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode != 0 and "has symbolic sizes [96, s0]" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
