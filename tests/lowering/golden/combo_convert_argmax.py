@@ -34,7 +34,7 @@ def fusec_combo_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel_0, xnumel_1, rnum
         xindex_1 = xoffset_1 + tl.arange(0, XBLOCK_1)[:, None]
         xmask_1 = xindex_1 < xnumel_1
         rindex_1 = tl.arange(0, RBLOCK_1)[None, :].to(tl.int64)
-        rmask_1 = rindex_1 < rnumel_1_v
+        rmask_1 = tl.full([1, RBLOCK_1], True, tl.int1) if 512 % RBLOCK_1 == 0 else rindex_1 < rnumel_1_v
         tmp0_1 = tl.load(in_ptr1 + (rindex_1 + 512*xindex_1), rmask_1 & xmask_1, other=0)
         tmp1_value_1, tmp1_index_1 = tl.reduce((tl.where(rmask_1 & xmask_1, tmp0_1, float("-inf")), tl.broadcast_to(rindex_1, [XBLOCK_1, RBLOCK_1])), 1, _argmax_combine)
         tmp1_1 = tmp1_index_1[:, None].to(tl.int64)

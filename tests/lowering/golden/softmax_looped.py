@@ -22,7 +22,7 @@ def fusec_red_max_sum_0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
     _acc4_max = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)
     for roffset in range(0, rnumel, RBLOCK):
         rindex = roffset + rbase
-        rmask = rindex < rnumel
+        rmask = tl.full([1, RBLOCK], True, tl.int1) if 512 % RBLOCK == 0 else rindex < rnumel
         tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_last')
         _acc1 = _max_nan(_acc1, tl.where(rmask & xmask, tmp0, float("-inf")))
         _acc4_in = tl.where(rmask & xmask, tmp0, float('-inf'))
@@ -36,7 +36,7 @@ def fusec_red_max_sum_0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
     tmp4 = tl.reduce(_acc4 * tl.exp(_acc4_max - _acc4_row), 1, _sum)[:, None]
     for roffset in range(0, rnumel, RBLOCK):
         rindex = roffset + rbase
-        rmask = rindex < rnumel
+        rmask = tl.full([1, RBLOCK], True, tl.int1) if 512 % RBLOCK == 0 else rindex < rnumel
         tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0, eviction_policy='evict_first')
         tmp2 = tmp0 - tmp1
         tmp3 = tl.exp(tmp2)

@@ -17,7 +17,7 @@ def fusec_per_max_sum_0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
     xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
     xmask = xindex < xnumel
     rindex = tl.arange(0, RBLOCK)[None, :]
-    rmask = rindex < rnumel
+    rmask = tl.full([1, RBLOCK], True, tl.int1) if 512 % RBLOCK == 0 else rindex < rnumel
     tmp0 = tl.load(in_ptr0 + (rindex + 512*xindex), rmask & xmask, other=0)
     tmp1 = tl.reduce(tl.where(rmask & xmask, tmp0, float("-inf")), 1, _max_nan)[:, None]
     tmp2 = tmp0 - tmp1
