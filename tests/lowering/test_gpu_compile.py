@@ -103,3 +103,18 @@ def test_compiles_with_other_size_specialisations(size_type, symbols):
         op = _kernel(text.replace("s0 in [1, inf]", symbols))
         for options in (PERSISTENT, LOOPED):
             assert "cubin" in compile_for_hopper(op, lower_kernel(op, {"s0": 64}, options=options), size_type=size_type).asm
+
+
+@pytest.mark.parametrize(("cols", "masked"), [(512, False), (500, True)])
+def test_static_sizes_the_block_divides_compile_without_masks(cols, masked):
+    """A row sum over [64, cols]: at 512 columns the masks are constant true and Triton drops them (plain loads and
+    stores in TTGIR); at 500 the loads stay masked (the tail of the last block)."""
+    text = kernel_module("fusec_red_sum_0", f"64, {cols}", [f"!fusec.tensor<[64, {cols}], f32>"],
+                         ["!fusec.tensor<[64], f32>"], f"""      %v = fusec.load %in0[{cols}*x + r] : !fusec.tensor<[64, {cols}], f32>
+      %s = fusec.reduce_r "sum" %v : f32 -> f32
+      fusec.store %s, %out0[x] : !fusec.tensor<[64], f32>""", symbols="")
+    op = _kernel(text)
+    ttgir = compile_for_hopper(op, lower_kernel(op, {}), xnumel=64, rnumel=cols).asm["ttgir"]
+    loads = [line for line in ttgir.splitlines() if "tt.load" in line]
+    assert loads
+    assert all(("tt.load %" in line and line.split("tt.load ")[1].count("%") > 1) == masked for line in loads), loads
