@@ -51,7 +51,9 @@ def instrument_fusec() -> None:
     timed(pipeline, "run_pipeline", "passes")
     timed(backend, "make_executor", "lowering")
     timed(compiled.CompiledGraph, "compile_ahead", "compile_ahead")
+    timed(compiled.CompiledGraph, "compile_known", "compile_known")
     timed(compiled.CompiledGraph, "precompile", "precompile")
+    timed(compiled.CompiledGraph, "_build", "launchers")
     timed(compile_pool.CompilePool, "compile", "pool.compile")
     report = pipeline.PassClock.report
 

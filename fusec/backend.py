@@ -221,8 +221,11 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         fx_key = _fx_key(gm, example_inputs, kind, spec, checks) if cacheable else None
         warm_import = _warm_import(fx_key, gm, example_inputs, name, options) if fx_key is not None else None
         if warm_import is not None:
-            executor, info = warm_import
-            _compile_ahead(executor, example_inputs, info, skip_cached=True)
+            executor, info, requests = warm_import
+            if requests is not None and info.device.type == "cuda":
+                executor.compile_known(requests)
+            else:
+                _compile_ahead(executor, example_inputs, info, skip_cached=True)
             return _runner(gm, info, executor, kind, options)
         try:
             module, info = import_graph(gm, example_inputs, name, guard_sizes=kind != "backward")
@@ -239,9 +242,9 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     warm = _warm_start(module, info, spec, checks, options) if cacheable else None
     if warm is not None and warm[1] is not None:
-        if fx_key is not None:
-            graph_cache.store_imported(fx_key, warm[1].launcher, info)
         _compile_ahead(warm[1], example_inputs, info, skip_cached=True)
+        if fx_key is not None:
+            graph_cache.store_imported(fx_key, warm[1].launcher, info, warm[1].requests)
         return _runner(gm, info, warm[1], kind, options)
     if dump is not None:  # written first: they help most when a pass then fails
         dump.mkdir(parents=True, exist_ok=True)
@@ -266,9 +269,9 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     if isinstance(executor, CompiledGraph):
         if warm is not None and warm[0] is not None:
             graph_cache.store(warm[0], executor.launcher)
-        if fx_key is not None:
-            graph_cache.store_imported(fx_key, executor.launcher, info)
     _compile_ahead(executor, example_inputs, info)
+    if isinstance(executor, CompiledGraph) and fx_key is not None:  # with the compiles its first call needs
+        graph_cache.store_imported(fx_key, executor.launcher, info, executor.requests)
     return _runner(gm, info, executor, kind, options)
 
 
@@ -436,10 +439,10 @@ def _warm_import(key: str, gm: torch.fx.GraphModule, example_inputs: Sequence, n
     hit = graph_cache.load_imported(key, name, constants)
     if hit is None:
         return None
-    launcher, info = hit
+    launcher, info, requests = hit
     if info.size_guards and not index_guards.apply(gm, example_inputs, info.size_guards):
         return None
-    return CompiledGraph(launcher, pool=shared_pool(options.compile_workers)), info
+    return CompiledGraph(launcher, pool=shared_pool(options.compile_workers)), info, requests
 
 
 def _warm_start(module: ModuleOp, info: ImportInfo, spec: str, checks: str, options: BackendOptions):

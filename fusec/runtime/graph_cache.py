@@ -29,7 +29,7 @@ from typing import Any
 from fusec.base import env
 from fusec.base.progress import logger
 
-FORMAT = 1
+FORMAT = 2
 
 
 @functools.cache
@@ -117,19 +117,21 @@ class Imported:
     launcher: Any  # fusec.lowering.launcher.Launcher
     info: Any  # fusec.frontend.importer.ImportInfo
     constants: int  # how many the info had
+    requests: tuple | None  # the Triton compiles its first call needs (compile_pool.CompileRequest); None: unknown
 
 
 def load_imported(key: str, graph_name: str, constants: tuple):
-    """(launcher, import info) stored under ``key``, renamed ``graph_name``, the info given ``constants``; or None."""
+    """(launcher, import info, compile requests or None) stored under ``key``, renamed ``graph_name``, the info given
+    ``constants``; or None."""
     entry = _read(key)
     if not isinstance(entry, Imported) or len(constants) != entry.constants:
         return None
     info = dataclasses.replace(entry.info, graph_name=graph_name, constants=constants)
-    return dataclasses.replace(entry.launcher, graph_name=graph_name), info
+    return dataclasses.replace(entry.launcher, graph_name=graph_name), info, entry.requests
 
 
-def store_imported(key: str, launcher, info) -> None:
-    _write(key, Imported(launcher, dataclasses.replace(info, constants=(), _moved={}), len(info.constants)))
+def store_imported(key: str, launcher, info, requests: tuple | None = None) -> None:
+    _write(key, Imported(launcher, dataclasses.replace(info, constants=(), _moved={}), len(info.constants), requests))
 
 
 def _read(key: str):

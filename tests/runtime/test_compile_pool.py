@@ -262,7 +262,8 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
         return sent[-1]
 
     def count_late(self, inputs):
-        late.extend(r for r in self._collect(inputs) if not self.pool.submitted(r) and not compile_pool.on_disk(r))
+        if self._known_missing is None:  # a cold graph: what its first call compiles that compile_ahead did not send
+            late.extend(r for r in self._collect(inputs) if not self.pool.submitted(r) and not compile_pool.on_disk(r))
         return precompile(self, inputs)
 
     monkeypatch.setattr(compiled_module.CompiledGraph, "compile_ahead", count_ahead)
@@ -286,13 +287,18 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
     assert not late, [r.name for r in late]  # the first calls specialised as the meta inputs did
 
     # A warm start (as a second process: the graphs from the cache, a new pool) sends nothing: the binaries are
-    # on disk, and waiting for workers to start and load them cost more than loading them here.
+    # on disk, and waiting for workers to start and load them cost more than loading them here.  Nor does it
+    # bind a launch to find that out: each graph's requests come with it from the cache.
     torch._dynamo.reset()
     monkeypatch.setattr(compile_pool, "_pools", {})
     monkeypatch.setattr(fusec.backend, "import_graph", _no_import)  # both graphs come from their FX entries
+    known, compile_known = [], compiled_module.CompiledGraph.compile_known
+    monkeypatch.setattr(compiled_module.CompiledGraph, "compile_known",
+                        lambda self, requests: known.append((len(requests), compile_known(self, requests))) or known[-1][1])
+    monkeypatch.setattr(compiled_module.CompiledGraph, "_collect", lambda *a, **k: pytest.fail("a warm graph bound a launch"))
     again = torch.compile(step, backend="fusec", dynamic=dynamic, options={"compile_workers": 2})(x, w)
     torch.testing.assert_close(again, want)
-    assert sent[2:] == [0, 0], sent
+    assert sent[2:] == [] and [n for _, n in known] == [0, 0] and all(r > 0 for r, _ in known), (sent, known)
     torch._dynamo.reset()
 
 
@@ -373,3 +379,46 @@ def test_workers_stop_at_exit_while_the_interpreter_is_whole():
         assert pool._executor is None
     finally:
         del compile_pool._pools[-1]
+
+
+def test_a_warm_graph_sends_its_stored_requests_without_binding_a_launch(gelu_graph, monkeypatch):
+    """``compile_known`` (a warm start: the requests the cold process collected, from the graph cache) sends what
+    Triton's disk cache lacks, and the first call's ``precompile`` waits for those alone: neither binds a launch."""
+    from fusec.dialects import fusec as F
+    from fusec.lowering.launcher import lower_graph
+    from fusec.runtime import compiled as compiled_module
+
+    def threads(workers, mp_context=None, initializer=None):
+        return concurrent.futures.ThreadPoolExecutor(workers)
+
+    built = []
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", threads)
+    monkeypatch.setattr(compile_pool, "compile_request", lambda r: built.append(r.name) or f"hash-of-{r.name}")
+    monkeypatch.setattr(compiled_module, "on_disk", lambda r: r.name == "k_cached")
+    monkeypatch.setattr(compiled_module.CompiledGraph, "_collect", lambda *a, **k: pytest.fail("bound a launch"))
+    pool = CompilePool(2)
+    try:
+        graph = compiled_module.CompiledGraph(lower_graph(F.find_graph(gelu_graph)), pool=pool)
+        stored = (request("k_cached", 1.0), request("k_missing", 2.0))
+        assert graph.compile_known(stored) == 1
+        assert graph.requests == stored  # kept, so that storing the graph again keeps them
+        a = torch.empty(37, 16)
+        assert graph.precompile([a, a]) == 1  # waits for the one sent, collects nothing
+        assert built == ["k_missing"]
+    finally:
+        pool.shutdown()
+
+
+def test_the_graph_cache_keeps_a_graphs_compile_requests(tmp_path, monkeypatch):
+    """The FX entry holds the requests (or None: not collected, and a warm start collects them as before)."""
+    from fusec.frontend.importer import ImportInfo
+    from fusec.lowering.launcher import Launcher
+    from fusec.runtime import graph_cache
+
+    monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path))
+    launcher = Launcher("g", "def call(inputs):\n    return []\n", (), (), ())
+    info = ImportInfo("g", (), (), (), (), {})
+    for stored in ((request("k_a", 1.0), request("k_b", 2.0)), None):
+        graph_cache.store_imported("key", launcher, info, stored)
+        launcher2, info2, requests = graph_cache.load_imported("key", "g2", ())
+        assert requests == stored and launcher2.graph_name == info2.graph_name == "g2"
