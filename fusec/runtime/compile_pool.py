@@ -102,6 +102,7 @@ def on_disk(request: CompileRequest) -> bool:
     """Whether Triton's disk cache already holds this request's binary (a warm start): then it is not sent
     to a worker, the launch loads it in milliseconds.  Computed as ``triton.compile`` does; False when unsure."""
     try:
+        triton_key_ready()
         from triton.compiler.compiler import ASTSource, get_cache_invalidating_env_vars, get_cache_key, get_cache_manager, make_backend
 
         from fusec.runtime.kernel_cache import load_kernel
@@ -289,15 +290,51 @@ def shared_pool(workers: int | None = None) -> CompilePool:
 
 
 def start_early(workers: int | None = None) -> bool:
-    """Start the shared pool's workers where there is a GPU to compile for (the interpreter compiles nothing);
-    whether compiles then run in workers."""
+    """Start the shared pool's workers where there is a GPU to compile for (the interpreter compiles nothing),
+    and hash Triton's own code for its cache keys in a thread; whether compiles then run in workers."""
     import torch
 
     if not torch.cuda.is_available():
         return False
+    prefetch_triton_key()
     pool = shared_pool(workers)
     pool.start()
     return pool.parallel
+
+
+_key_thread: threading.Thread | None = None
+
+
+def prefetch_triton_key() -> None:
+    """Compute the prefix of every Triton cache key (a hash of Triton's sources and of its 100s-of-MB library, once
+    a process: 0.35 s on this project's CPU machine) in a thread, while AOTAutograd traces: a warm start's first
+    cache lookup (``on_disk``) waited for it, and a cold start's first launch did."""
+    global _key_thread
+    if _key_thread is not None:
+        return
+
+    def compute():
+        try:
+            _triton_key()()
+        except Exception as e:  # a Triton without it: the lookup computes what it needs itself
+            logger.debug("cannot hash Triton's code ahead (%s: %s)", type(e).__name__, e)
+
+    _key_thread = threading.Thread(target=compute, name="fusec-triton-key", daemon=True)
+    _key_thread.start()
+
+
+def triton_key_ready() -> None:
+    """Wait for ``prefetch_triton_key``'s thread (if one runs) rather than hashing the same files beside it."""
+    if _key_thread is not None:
+        _key_thread.join()
+
+
+def _triton_key() -> Callable[[], str]:
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:  # Triton before 3.5 kept it in its compiler module
+        from triton.compiler.compiler import triton_key
+    return triton_key
 
 
 # ---------------------------------------------------------------- collecting what Triton would compile

@@ -422,3 +422,14 @@ def test_the_graph_cache_keeps_a_graphs_compile_requests(tmp_path, monkeypatch):
         graph_cache.store_imported("key", launcher, info, stored)
         launcher2, info2, requests = graph_cache.load_imported("key", "g2", ())
         assert requests == stored and launcher2.graph_name == info2.graph_name == "g2"
+
+
+def test_the_prefix_of_tritons_cache_keys_is_hashed_in_a_thread_once():
+    """``prefetch_triton_key`` (started with the workers where there is a GPU) leaves Triton's cached key prefix
+    computed for the first lookup; a second call starts no second thread."""
+    compile_pool.prefetch_triton_key()
+    thread = compile_pool._key_thread
+    compile_pool.prefetch_triton_key()
+    assert compile_pool._key_thread is thread
+    compile_pool.triton_key_ready()
+    assert not thread.is_alive() and compile_pool._triton_key().cache_info().currsize == 1
