@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from fusec.tools.benchmark import matches
+from fusec.tools.benchmark import matches, no_further_from_exact
 from fusec.tools.fuzz_programs import Input, Op, Program, make_inputs, programs, view_as_layout
 
 CHECKS = ("backend", "backend-dynamic", "ir", "grad")
@@ -130,15 +130,7 @@ def as_accurate_as_eager(got: torch.Tensor, eager: torch.Tensor, exact: torch.Te
     fp32's absolute tolerance (Inductor's accuracy check judges against an fp64 reference the same way; by element,
     a cancelled sum that eager happens to round to exactly 0 would leave no room for another summation order's
     1.5e-5: seed 9125, ``x.expand(...) / x``).  NaNs refuse."""
-    if got.numel() == 0:
-        return True
-    x = exact.double()
-    finite = x.isfinite()
-    if not finite.any():
-        return True
-    mine = (got.double() - x)[finite].pow(2).mean().sqrt()
-    theirs = (eager.double() - x)[finite].pow(2).mean().sqrt()
-    return bool(mine <= 2 * theirs + tolerance(torch.float32)["atol"])
+    return no_further_from_exact(got, eager, exact, factor=2.0, slack=tolerance(torch.float32)["atol"])
 
 
 def traced_strides(fn: Callable, inputs: Sequence[torch.Tensor]) -> list | None:
