@@ -168,6 +168,10 @@ class _LauncherWriter:
         # kernel -> (checked pointers, runtime ints, constexprs, the pointers' element types, literal arguments)
         self.sites: dict[str, tuple[set[int], set[int], set[int], tuple[str, ...], dict[int, str]]] = {}
         self.int_values: dict[str, str] = {}  # int variable -> the size expression it holds
+        # Views only other views read (a chain of reshapes and permutes): made only if a view of them cannot be
+        # one call from their root; each unmade one -> its root (the launcher variable the chain starts from).
+        self.absorbed: set[SSAValue] = set()
+        self.deferred: dict[str, str] = {}
         # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
         self.in_place: dict[SSAValue, int] = {}
         for i, o, in_place in graph.input_mutations:
@@ -216,6 +220,16 @@ class _LauncherWriter:
         for i, op in enumerate(ops):
             for v in _graph_operands(op):
                 last_use[v] = i
+        self.absorbed = {op.result for op in ops if isinstance(op, F.VIEW_OPS) and op.result.uses
+                         and all(isinstance(u.operation, F.VIEW_OPS) for u in op.result.uses)}
+        root: dict[SSAValue, SSAValue] = {}
+        for op in ops:  # a chain's root lives as long as any view made from it
+            if isinstance(op, F.VIEW_OPS) and op.result in self.absorbed:
+                root[op.result] = root.get(op.input, op.input)
+                last_use[root[op.result]] = max(last_use[root[op.result]], last_use[op.result])
+        ends: dict[int, list[SSAValue]] = {}
+        for v, i in last_use.items():
+            ends.setdefault(i, []).append(v)
         for i, arg in enumerate(self.graph.block.args):
             self.names[arg] = f"arg{i}"
             self.aligned.add(f"arg{i}")  # the prologue makes every input 16-byte aligned
@@ -228,9 +242,9 @@ class _LauncherWriter:
                 body.append(f"return [{', '.join(aliases.get(v, self.names[v]) for v in op.values)}]")
                 break
             body += self.op_lines(op)
-            dead = [v for v in _graph_operands(op) if last_use.get(v) == i and v not in outputs and not _is_input(v)]
+            dead = [v for v in ends.get(i, ()) if v not in outputs and not _is_input(v)]
             dead += [r for r in _graph_results(op) if r not in last_use and r not in outputs]
-            dead_names = sorted({self.names[v] for v in dead}, key=lambda n: int(n.removeprefix("buf")))
+            dead_names = sorted({self.names[v] for v in dead} - set(self.deferred), key=lambda n: int(n.removeprefix("buf")))
             if dead_names:
                 body.append(f"del {', '.join(dead_names)}")
         prologue = self.prologue()
@@ -349,8 +363,14 @@ class _LauncherWriter:
         outs = [self.new_buffer(r) for r in op.outputs]
         returns = getattr(fn_object, "_schema", None)
         single = returns is not None and len(returns.returns) == 1 and str(returns.returns[0].type) == "Tensor"
+        flat = returns is not None and all(str(r.type) in ("Tensor", "Tensor?") for r in returns.returns)
         if single and op.result_positions == [0]:
             lines = [f"{outs[0]} = {call}"]
+        elif flat and len(outs) == 1:  # a tuple of tensors: its positions are the results' (no flattening: ~3 µs)
+            lines = [f"{outs[0]} = {call}[{op.result_positions[0]}]"]
+        elif flat and outs:
+            lines = [f"{outs[0]} = {call}",
+                     f"{', '.join(outs)} = {', '.join(f'{outs[0]}[{i}]' for i in op.result_positions)}"]
         else:  # a tuple or list: pick the results out of it
             target_list = f"{outs[0]}," if len(outs) == 1 else ", ".join(outs)
             lines = [f"{target_list} = _pick_results({call}, {tuple(op.result_positions)!r})"] if outs else [call]
@@ -382,21 +402,29 @@ class _LauncherWriter:
             # Made in one call from what the launcher knows; a graph output keeps torch's own view (its strides
             # of size-1 dims are what eager's are).
             self.layouts[out] = layout
-            # the offset counts from ``src``'s own storage offset, which holds ``known.offset`` already
-            args = ", ".join([src, self.shape_tuple(layout.dims), self.shape_tuple(layout.strides),
-                              self.py(sympy.expand(layout.offset - known.offset))])
-            lines = [f"{out} = _reinterpret({args})"]
+            if op.result in self.absorbed:  # only views read it: made from its root by each of them
+                self.deferred[out] = self.deferred.get(src, src)
+                return []
+            lines = [f"{out} = {self._reinterpret(out, self.deferred.get(src, src))}"]
             if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses) \
                     and not same_strides(layout.dims, layout.strides, t.layout):
                 lines.append(f"{out} = _as_layout({out}, {self.shape_tuple(t.layout)})")
                 self.layouts[out] = _declared(t)
             return lines
-        lines = [f"{out} = {self.view_expr(op, src)}"]
+        lines = [f"{src} = {self._reinterpret(src, self.deferred.pop(src))}"] if src in self.deferred else []
+        lines += [f"{out} = {self.view_expr(op, src)}"]
         if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses):
             # form-kernels folds views into loads; a kernel reading a view still gets the layout its type says
             declared = self.shape_tuple(t.layout)
             lines += [f"if {out}.stride() != {declared}:", f"    {out} = _as_layout({out}, {declared})"]
         return lines
+
+    def _reinterpret(self, name: str, root: str) -> str:
+        """``name``'s view as one call on ``root`` (the offset counts from ``root``'s own storage offset)."""
+        layout, known = self.layouts[name], self.layouts[root]
+        args = [root, self.shape_tuple(layout.dims), self.shape_tuple(layout.strides),
+                self.py(sympy.expand(layout.offset - known.offset))]
+        return f"_reinterpret({', '.join(args)})"
 
     def view_expr(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ExternOp, src: str) -> str:
         if isinstance(op, F.ExternOp):  # a torch view op (unflatten by a symbolic size): called on ``src``
