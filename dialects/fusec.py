@@ -110,6 +110,7 @@ from fusec.dialects.attributes import (
     torch_dtype,
 )
 from fusec.dialects.graph_ops import (
+    ALIGNED_INPUTS,
     CUDNN_ALLOW_TF32_MARK,
     DEVICE_MARK,
     FLOAT32_MATMUL_PRECISION_MARK,
@@ -151,7 +152,7 @@ __all__ = [
     # pointwise functions and reductions
     "POINTWISE_FUNCTIONS", "PREDICATES", "REDUCTIONS", "broadcast_types", "reduction_result_type",
     # graph ops and views
-    "CUDNN_ALLOW_TF32_MARK", "DEVICE_MARK", "INPUT_MUTATIONS", "FLOAT32_MATMUL_PRECISION_MARK",
+    "ALIGNED_INPUTS", "CUDNN_ALLOW_TF32_MARK", "DEVICE_MARK", "INPUT_MUTATIONS", "FLOAT32_MATMUL_PRECISION_MARK",
     "CatOp", "ConstantOp", "ExternOp", "GatherOp", "GraphOp", "IndexOp", "OutputOp", "PointwiseCanonicalization",
     "VIEW_OPS", "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 
 import sympy
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, IntAttr, IntegerAttr, StringAttr, UnitAttr, i1
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, FunctionType, IntAttr, IntegerAttr, StringAttr, UnitAttr, i1
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -70,6 +70,10 @@ CUDNN_ALLOW_TF32_MARK = "fusec.cudnn_allow_tf32"
 # ``[[input, output, in_place], ...]``: after a call, graph input ``input`` holds output ``output``'s value;
 # ``in_place`` (1: decided by the mutate-in-place pass) has the output's kernel store it straight into the input.
 INPUT_MUTATIONS = "fusec.input_mutations"
+# ``array<i64: ...>``: inputs the caller keeps at one 16-byte-aligned address from call to call (parameters and
+# buffers under torch.compile, as AOTAutograd's static inputs; aligned when traced): the launcher does not check
+# their alignment (as Inductor checks only its other inputs).
+ALIGNED_INPUTS = "fusec.aligned_inputs"
 
 
 @irdl_op_definition
@@ -125,6 +129,12 @@ class GraphOp(IRDLOperation):
         if not isinstance(attr, ArrayAttr):
             return []
         return [(e.data[0].value.data, e.data[1].value.data, bool(e.data[2].value.data)) for e in attr.data]
+
+    @property
+    def aligned_inputs(self) -> frozenset[int]:
+        """Inputs whose alignment the launcher need not check (``ALIGNED_INPUTS``)."""
+        attr = self.attributes.get(ALIGNED_INPUTS)
+        return frozenset(attr.get_values()) if isinstance(attr, DenseArrayBase) else frozenset()
 
     def set_input_mutations(self, mutations: Sequence[tuple[int, int, bool]]) -> None:
         if not mutations:

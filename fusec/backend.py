@@ -239,6 +239,12 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         from fusec.passes.channels_last import SAVED_OUTPUTS
 
         F.find_graph(module).attributes[SAVED_OUTPUTS] = IntegerAttr(saved_from, i64)
+    aligned = set(_aligned_static_inputs(gm, example_inputs, kind))
+    trusted = sorted(slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in aligned)
+    if trusted:
+        from xdsl.dialects.builtin import DenseArrayBase, i64
+
+        F.find_graph(module).attributes[F.ALIGNED_INPUTS] = DenseArrayBase.from_list(i64, trusted)
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     warm = _warm_start(module, info, spec, checks, options) if cacheable else None
     if warm is not None and warm[1] is not None:
@@ -397,19 +403,38 @@ def _replayed(executor, gm: torch.fx.GraphModule, kind: str, info: ImportInfo, o
         return executor
     from fusec.runtime.cudagraphs import CudaGraphed
 
-    context = torch._guards.TracingContext.try_get()
-    meta = context.fw_metadata if context is not None else None
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if kind == "backward":
-        static_args = {j for j, n in enumerate(placeholders) if not n.name.startswith("tangents")}
-    else:
-        static_args = set(meta.static_input_indices) if meta is not None else set()
+    static_args = _static_placeholders(gm, kind)
     tensors = sum(slot.kind == "tensor" for slot in info.inputs)
     static = {slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in static_args}
     static |= set(range(tensors, tensors + len(info.constants)))  # constants_on keeps one copy per device
     # an inference graph's outputs are all the user's; a backward's gradients go to autograd (zero_grad drops them)
     visible = frozenset() if kind == "backward" else _user_outputs(info, kind)
     return CudaGraphed(executor, info.graph_name, static=frozenset(static), visible=visible, shapes_vary=bool(info.symbols))
+
+
+def _static_placeholders(gm: torch.fx.GraphModule, kind: str) -> set[int]:
+    """The placeholders whose tensors stay at one address from call to call: a forward's or an inference graph's
+    parameters and buffers (AOTAutograd's static inputs), a backward's all but its tangents."""
+    if kind == "backward":
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        return {j for j, n in enumerate(placeholders) if not n.name.startswith("tangents")}
+    context = torch._guards.TracingContext.try_get()
+    meta = context.fw_metadata if context is not None else None
+    return set(meta.static_input_indices) if meta is not None else set()
+
+
+def _aligned_static_inputs(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str) -> tuple[int, ...]:
+    """A forward's or an inference graph's static placeholders (parameters, buffers) that were traced 16-byte
+    aligned: their launcher skips the alignment check (``F.ALIGNED_INPUTS``), as Inductor checks only its other
+    inputs.  A backward's saved tensors may be views at any offset: checked."""
+    if kind == "backward":
+        return ()
+    aligned = []
+    for j in sorted(_static_placeholders(gm, kind)):
+        t = example_inputs[j] if j < len(example_inputs) else None
+        if isinstance(t, torch.Tensor) and isinstance(offset := t.storage_offset(), int) and offset * t.element_size() % 16 == 0:
+            aligned.append(j)
+    return tuple(aligned)
 
 
 def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec: str, checks: str) -> str | None:
@@ -425,7 +450,8 @@ def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec:
     tracing = torch._guards.TracingContext.try_get()
     returns = tracing.fw_metadata.num_forward_returns if tracing is not None and tracing.fw_metadata is not None else None
     strides = tracing is not None and tracing.output_strides is not None
-    return graph_cache.fx_graph_key(signature, spec, checks, f"{kind} returns={returns} strides={strides}")
+    aligned = _aligned_static_inputs(gm, example_inputs, kind)
+    return graph_cache.fx_graph_key(signature, spec, checks, f"{kind} returns={returns} strides={strides} aligned={aligned}")
 
 
 def _warm_import(key: str, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str, options: BackendOptions):

@@ -501,6 +501,7 @@ class _LauncherWriter:
             lines += [f"if {left} != {right}:", f"    _broken_fact({self.gname!r}, {text!r}, {left}, {right})"]
         # The plan's remaining checks: each input's whole shape (a wrong dim, or one that no integer value of its
         # symbol gives, is a wrong input) and its strides (a different layout is copied into the declared one).
+        trusted = self.graph.aligned_inputs if not self.check_strides else frozenset()
         for i, a in enumerate(args):
             t = tensor_type_of(a)
             name = self.names[a]
@@ -511,6 +512,9 @@ class _LauncherWriter:
                 lines.append(f"    _bad_input({self.gname!r}, {i}, {name}, {shape}, {dtype})")
             if name in self.given:  # an output aliases it: views of the caller's tensor, not of the copy
                 lines.append(f"given_{name} = {name}")
+            if i in trusted:  # laid out as declared (Dynamo's guards) and aligned at one address (ALIGNED_INPUTS)
+                self.aligned.add(name)
+                continue
             layout = self.shape_tuple(t.layout)
             if self.check_strides:
                 lines.append(f"if {name}.stride() != {layout} or {name}.data_ptr() % 16:")

@@ -218,3 +218,36 @@ def test_the_collector_skips_older_objects_only_while_a_graph_compiles(monkeypat
         torch.compile(lambda t: t.exp(), backend="fusec")(x)
     assert gc.get_freeze_count() == 0
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_parameters_are_trusted_aligned_and_the_other_inputs_are_checked(tmp_path, train):
+    """A module's parameters (AOTAutograd's static inputs, aligned when traced) are marked ``fusec.aligned_inputs``
+    on the forward or inference graph and its launcher checks only the other inputs' alignment; a backward's saved
+    tensors stay checked.  A misaligned user input is still copied, and results equal eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 12), nn.LayerNorm(12))
+    x = randn(5 * 12 + 1)[1:].view(5, 12)  # 4 bytes past an aligned start
+    with torch.set_grad_enabled(train):
+        got = compiled(model, "triton", dump_dir=str(tmp_path))(x)
+        want = model(x)
+    torch.testing.assert_close(got, want)
+    if train:  # the backward compiles at its first call
+        got.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        want.square().sum().backward()
+        for g, w in zip(grads, [p.grad for p in model.parameters()], strict=True):
+            torch.testing.assert_close(g, w)
+    graphs = {re.sub(r"_\d+", "", p.name): p for p in tmp_path.iterdir()}
+    main = graphs["forward" if train else "inference"]
+    imported = (main / "imported.mlir").read_text()
+    launcher = (main / "launcher.py").read_text()
+    trusted = re.search(r"fusec\.aligned_inputs = array<i64: ([\d, ]+)>", imported)
+    assert trusted is not None, imported[:2000]
+    trusted = [int(i) for i in trusted.group(1).split(", ")]
+    assert len(trusted) == 4  # the linear's and the norm's weight and bias
+    checked = [int(i) for i in re.findall(r"if arg(\d+)\.data_ptr\(\) % 16:", launcher)]
+    assert checked and not set(checked) & set(trusted), (checked, trusted)
+    if train:
+        assert "fusec.aligned_inputs" not in (graphs["backward"] / "imported.mlir").read_text()
