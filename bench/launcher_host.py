@@ -1,8 +1,9 @@
 """Host time of fusec's generated launcher alone, per call (CPU or GPU; a speed claim only from one machine).
 
-    python bench/launcher_host.py [MODEL ...] [--calls N]
+    python bench/launcher_host.py [MODEL ...] [--mode infer|train] [--calls N]
 
-Compiles each model's inference (bf16 on the GPU, fp32 on the CPU; one short sequence or one image), records every
+Compiles each model's inference or training step (bf16 on the GPU, fp32 on the CPU; one short sequence or one
+image), records every
 extern's results on the first call, then times the graph's launcher with each extern replaced by its recorded
 result and each Triton launch by a no-op: what the launcher's own Python costs a call (allocations, views, input
 checks, bookkeeping), apart from the kernels, the libraries it calls and Dynamo's guards.  Prints one line per
@@ -16,12 +17,13 @@ import os
 import time
 
 import torch
-from models import SIZES, build, inputs
+from models import SIZES, build, inputs, loss_of
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("models", nargs="*", default=["gpt2", "bert", "vit"])
+    p.add_argument("--mode", choices=["infer", "train"], default="infer")
     p.add_argument("--calls", type=int, default=2000)
     args = p.parse_args()
     os.environ.setdefault("FUSEC_GRAPH_CACHE", "0")
@@ -59,12 +61,15 @@ def main() -> None:
         torch._dynamo.reset()
         model, kind = build(name)
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
-        model = model.to(device, dtype).eval()
+        model = model.to(device, dtype).train(args.mode == "train")
         batch, size = (1, 8 if kind == "tokens" else SIZES[name][1])
         data = inputs(kind, batch, size, dtype, torch.Generator().manual_seed(1), device)
-        data.pop("labels", None)
-        with torch.no_grad():
-            torch.compile(model, backend="fusec")(**data)
+        if args.mode == "infer":
+            data.pop("labels", None)
+            with torch.no_grad():
+                torch.compile(model, backend="fusec")(**data)
+        else:  # the forward and the backward graph
+            loss_of(torch.compile(model, backend="fusec")(**data)).backward()
         compiled_module.CompiledGraph.__call__ = original  # type: ignore[method-assign]
         recording[0] = False
         for graph, graph_inputs in graphs:
