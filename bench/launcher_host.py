@@ -1,18 +1,19 @@
 """Host time of fusec's generated launcher alone, per call (CPU or GPU; a speed claim only from one machine).
 
-    python bench/launcher_host.py [MODEL ...] [--mode infer|train] [--calls N]
+    python bench/launcher_host.py [MODEL ...] [--mode infer|train] [--calls N] [--profile TOP]
 
 Compiles each model's inference or training step (bf16 on the GPU, fp32 on the CPU; one short sequence or one
 image), records every
 extern's results on the first call, then times the graph's launcher with each extern replaced by its recorded
 result and each Triton launch by a no-op: what the launcher's own Python costs a call (allocations, views, input
 checks, bookkeeping), apart from the kernels, the libraries it calls and Dynamo's guards.  Prints one line per
-graph with what its source holds.
+graph with what its source holds; ``--profile TOP`` also the TOP functions by own time (cProfile, so inflated).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 
@@ -25,6 +26,7 @@ def main() -> None:
     p.add_argument("models", nargs="*", default=["gpt2", "bert", "vit"])
     p.add_argument("--mode", choices=["infer", "train"], default="infer")
     p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--profile", type=int, default=0, metavar="TOP")
     args = p.parse_args()
     os.environ.setdefault("FUSEC_GRAPH_CACHE", "0")
     import fusec.runtime.compiled as compiled_module
@@ -84,6 +86,22 @@ def main() -> None:
             print(f"{name} @{graph.launcher.graph_name}: {us:.0f} us a call; {src.count(chr(10))} lines, "
                   f"{src.count('.launch(')} launches, {src.count('_empty(')} allocations, "
                   f"{src.count('_reinterpret(')} views, {src.count('data_ptr() % 16')} alignment checks", flush=True)
+            if args.profile:
+                profile(functools.partial(call, graph_inputs), args.profile)
+
+
+def profile(run, top: int, calls: int = 200) -> None:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        run()
+    profiler.disable()
+    rows = sorted(pstats.Stats(profiler).stats.items(), key=lambda kv: -kv[1][2])[:top]  # by own time
+    for (file, line, fn), (_cc, count, own, _cum, _callers) in rows:
+        print(f"    {own / calls * 1e6:8.1f} us a call  x{count // calls:<4d} {fn}  {file.rsplit('/', 1)[-1]}:{line}")
 
 
 if __name__ == "__main__":
