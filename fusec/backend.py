@@ -217,8 +217,9 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         # Dynamo's guards hold a forward or inference graph's inputs to the shapes, dtypes and strides it was
         # traced with; a backward graph's tangents come from autograd: their shapes and dtypes hold, layouts may not.
         checks = "layout" if kind == "backward" else "alignment"
+        aligned = _aligned_static_inputs(gm, example_inputs, kind)
         cacheable = dump is None and options.execute == "triton"
-        fx_key = _fx_key(gm, example_inputs, kind, spec, checks) if cacheable else None
+        fx_key = _fx_key(gm, example_inputs, kind, spec, checks, aligned) if cacheable else None
         warm_import = _warm_import(fx_key, gm, example_inputs, name, options) if fx_key is not None else None
         if warm_import is not None:
             executor, info, requests = warm_import
@@ -239,8 +240,8 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         from fusec.passes.channels_last import SAVED_OUTPUTS
 
         F.find_graph(module).attributes[SAVED_OUTPUTS] = IntegerAttr(saved_from, i64)
-    aligned = set(_aligned_static_inputs(gm, example_inputs, kind))
-    trusted = sorted(slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in aligned)
+    aligned_placeholders = set(aligned)
+    trusted = sorted(slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in aligned_placeholders)
     if trusted:
         from xdsl.dialects.builtin import DenseArrayBase, i64
 
@@ -437,10 +438,11 @@ def _aligned_static_inputs(gm: torch.fx.GraphModule, example_inputs: Sequence, k
     return tuple(aligned)
 
 
-def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec: str, checks: str) -> str | None:
+def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec: str, checks: str,
+            aligned: tuple[int, ...]) -> str | None:
     """The graph's cache key before import, or None (cache off, or a graph with no FX signature).  Beside the graph,
-    the compile reads AOTAutograd's context: how many outputs a forward hands the user, and whether it may report
-    other output strides (``_saved_outputs_from``)."""
+    the compile reads AOTAutograd's context: how many outputs a forward hands the user, whether it may report
+    other output strides (``_saved_outputs_from``), and which static inputs it trusts aligned (``aligned``)."""
     from fusec.frontend.fx_signature import fx_signature
     from fusec.runtime import graph_cache
 
@@ -450,7 +452,6 @@ def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec:
     tracing = torch._guards.TracingContext.try_get()
     returns = tracing.fw_metadata.num_forward_returns if tracing is not None and tracing.fw_metadata is not None else None
     strides = tracing is not None and tracing.output_strides is not None
-    aligned = _aligned_static_inputs(gm, example_inputs, kind)
     return graph_cache.fx_graph_key(signature, spec, checks, f"{kind} returns={returns} strides={strides} aligned={aligned}")
 
 
