@@ -92,7 +92,6 @@ class CompiledGraph:
         # process collected: ``compile_known`` then sends those without binding a launch.
         self.requests: tuple[CompileRequest, ...] | None = None
         self._known_missing: list[CompileRequest] | None = None  # compile_known's: not on disk, sent to the pool
-        self._collected_all = False  # the last _collect bound every launch
 
     @property
     def kernels(self) -> tuple[KernelSource, ...]:
@@ -146,7 +145,7 @@ class CompiledGraph:
         if not self.pool.parallel or not self.launcher.kernels:
             return 0
         progress = Progress(f"@{self.launcher.graph_name}")
-        collected = self._known_missing if self._known_missing is not None else self._collect(inputs)
+        collected = self._known_missing if self._known_missing is not None else self._collect(inputs)[0]
         requests = [r for r in collected if self.pool.submitted(r) or not on_disk(r)]
         if requests:
             progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
@@ -167,8 +166,8 @@ class CompiledGraph:
         """
         if not self.pool.parallel or not self.launcher.kernels:
             return 0
-        requests = self._collect(inputs, torch.empty_strided)
-        self.requests = tuple(requests) if self._collected_all else None
+        requests, complete = self._collect(inputs, torch.empty_strided)
+        self.requests = tuple(requests) if complete else None
         if skip_cached:
             requests = [r for r in requests if not on_disk(r)]
         return self.pool.submit(requests)
@@ -185,9 +184,10 @@ class CompiledGraph:
         self._known_missing = [r for r in requests if not on_disk(r)]
         return self.pool.submit(self._known_missing)
 
-    def _collect(self, inputs: Sequence[torch.Tensor], empty=None) -> list[CompileRequest]:
+    def _collect(self, inputs: Sequence[torch.Tensor], empty=None) -> tuple[list[CompileRequest], bool]:
         """What the launcher's Triton launches would compile for ``inputs`` (nothing launches; ``empty``
-        allocates its buffers, by default on the inputs' GPU)."""
+        allocates its buffers, by default on the inputs' GPU), and whether every launch was bound (a failure
+        leaves what was collected before it)."""
         requests: list[CompileRequest] = []
         sources = {}
         try:
@@ -199,11 +199,10 @@ class CompiledGraph:
                 sources[id(kernel)] = shared_origin(kernel)  # the body's first name, which Triton keys on
             with collecting(sources, requests), torch.no_grad():
                 call(list(inputs))
-            self._collected_all = True
         except Exception as e:  # never worse than without the pool: the real launches compile what is missing
-            self._collected_all = False
             logger.debug("@%s: collecting compiles failed (%s: %s)", self.launcher.graph_name, type(e).__name__, e)
-        return requests
+            return requests, False
+        return requests, True
 
     def _build(self, interpret: bool):
         """The launcher's ``call`` bound to this mode's kernels (once per mode)."""

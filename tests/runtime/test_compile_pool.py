@@ -263,7 +263,7 @@ def test_on_the_gpu_a_training_step_compiles_its_kernels_ahead_of_its_calls(tmp_
 
     def count_late(self, inputs):
         if self._known_missing is None:  # a cold graph: what its first call compiles that compile_ahead did not send
-            late.extend(r for r in self._collect(inputs) if not self.pool.submitted(r) and not compile_pool.on_disk(r))
+            late.extend(r for r in self._collect(inputs)[0] if not self.pool.submitted(r) and not compile_pool.on_disk(r))
         return precompile(self, inputs)
 
     monkeypatch.setattr(compiled_module.CompiledGraph, "compile_ahead", count_ahead)
