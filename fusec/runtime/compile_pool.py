@@ -332,7 +332,7 @@ def triton_key_ready() -> None:
 def _triton_key() -> Callable[[], str]:
     try:
         from triton.runtime.cache import triton_key
-    except ImportError:  # Triton before 3.5 kept it in its compiler module
+    except ImportError:  # where an older Triton kept it (not checked against 3.6, the oldest supported)
         from triton.compiler.compiler import triton_key
     return triton_key
 
