@@ -30,10 +30,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import sympy
 import torch
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import is_concrete_int
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, is_concrete_int
 
 from fusec.base import remarks
 
@@ -41,20 +45,30 @@ PASS = "dense-attention-masks"
 _SDPA = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention)
 _NAMES = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
 
-Chooser = Callable[..., bool | None]
+Chooser = Callable[..., "bool | FixesSizes | None"]
 _FUSED = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
           "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
           "_scaled_dot_product_fused_attention_overrideable")
 
 
+@dataclass(frozen=True)
+class FixesSizes:
+    """torch fuses the call only by reading size symbols as numbers: AOTAutograd's trace would fix them, and under
+    dynamic shapes every new size would compile again."""
+
+    guards: str  # what it would guard, e.g. "Eq(s52, 8), Eq(s27, 128)"
+
+
 def torch_fuses(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                enable_gqa=False) -> bool | None:
+                enable_gqa=False) -> bool | FixesSizes | None:
     """Whether torch runs this sdpa call, traced, as one of its fused kernels (None: the call fails to trace).
 
     Asked by tracing the call as AOTAutograd will (``make_fx`` over the same fake tensors): torch's composite
     picks the kernel in C++ from the tensors' metadata, while the ``_fused_sdp_choice`` op called on fake
-    tensors answers from its meta kernel (always math).  Tests replace this function to play another
-    machine's rules.
+    tensors answers from its meta kernel (always math).  Symbolic sizes are traced apart (``_apart``): CUDA's
+    choice reads some sizes as numbers, and in Dynamo's own shape environment that would fix them for the whole
+    graph (a guard ``Eq(s, 8)`` each: a recompile for every new size).  Tests replace this function to play
+    another machine's rules.
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -62,12 +76,58 @@ def torch_fuses(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fals
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=dropout_p, is_causal=is_causal,
                                                                 scale=scale, enable_gqa=enable_gqa)
 
+    tensors = (query, key, value, attn_mask)
     try:
-        with getattr(query, "fake_mode", None) or contextlib.nullcontext():
-            traced = make_fx(call)(query, key, value, attn_mask)
-    except Exception:  # noqa: BLE001 -- the user's call itself is wrong: torch says so when it runs
+        mode, renamed, copies = _apart(tensors)
+        with mode or getattr(query, "fake_mode", None) or contextlib.nullcontext():
+            traced = make_fx(call)(*copies)
+    except Exception:  # noqa: BLE001 -- the user's call is wrong (torch says so when it runs), or a size has no hint
         return None
-    return any(getattr(n.target, "_opname", None) in _FUSED for n in traced.graph.nodes)
+    fused = any(getattr(n.target, "_opname", None) in _FUSED for n in traced.graph.nodes)
+    env = mode.shape_env if mode else None
+    fixed = [f"{renamed.get(s, s)} == {v}" for s, v in env.replacements.items() if v.is_number] if env else []
+    return FixesSizes(", ".join(sorted(fixed))) if fused and fixed else fused
+
+
+def _apart(tensors) -> tuple[FakeTensorMode | None, dict[sympy.Symbol, sympy.Symbol], list]:
+    """``tensors`` again, in a fake mode of their own whose shape environment has a new symbol (same hint) for
+    each of theirs, so that tracing over them guards nothing of Dynamo's; also each new symbol's old one.
+    Unchanged (and no mode) when every size is static."""
+    if not any(isinstance(t, torch.Tensor) and _has_symbols(t) for t in tensors):
+        return None, {}, list(tensors)
+    env = ShapeEnv()
+    fresh: dict[sympy.Symbol, sympy.Expr] = {}
+
+    def again(size):
+        if not isinstance(size, torch.SymInt):
+            return size
+        node = size.node
+        hints = getattr(node.shape_env, "backed_var_to_val", None) or node.shape_env.var_to_val  # renamed in torch 2.13
+        for symbol in node.expr.free_symbols:
+            if symbol not in fresh:  # an unbacked symbol has no hint: KeyError, and torch_fuses answers None
+                fresh[symbol] = env.create_symbol(int(hints[symbol]), ConstantSource(f"fusec_probe_{symbol}"),
+                                                  dynamic_dim=DimDynamic.DYNAMIC)
+        return env.create_symintnode(node.expr.xreplace(fresh), hint=node.hint)
+
+    mode = FakeTensorMode(shape_env=env)
+    copies = []
+    with mode:
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                copies.append(t)
+                continue
+            sizes, strides = [again(s) for s in t.shape], [again(s) for s in t.stride()]
+            offset = again(t.storage_offset())
+            if isinstance(offset, int) and offset == 0:
+                copies.append(torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device))
+            else:
+                extent = offset + 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
+                copies.append(torch.empty(extent, dtype=t.dtype, device=t.device).as_strided(sizes, strides, offset))
+    return mode, {new: old for old, new in fresh.items()}, copies
+
+
+def _has_symbols(t: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride(), t.storage_offset()))
 
 
 def dense_attention_masks(gm: torch.fx.GraphModule, choose: Chooser | None = None,
@@ -93,7 +153,13 @@ def dense_attention_masks(gm: torch.fx.GraphModule, choose: Chooser | None = Non
         if _fused(fuses, values) is not False:
             continue
         dense = _dense_like(mask_value, query.dtype)
-        if dense is None or _fused(fuses, {**values, "attn_mask": dense}) is not True:
+        answer = None if dense is None else _fused(fuses, {**values, "attn_mask": dense})
+        if isinstance(answer, FixesSizes):
+            remarks.emit(PASS, "math-attention", f"attention{where} stays the math decomposition (bmm, softmax, bmm): "
+                         f"with a dense mask torch's fused kernel choice reads its sizes as numbers ({answer.guards}), "
+                         "and the graph would compile again for every new size")
+            continue
+        if answer is not True:
             remarks.emit(PASS, "math-attention", f"attention{where} runs as the math decomposition (bmm, softmax, "
                          "bmm) with a dense mask too: torch's fused kernels decline its dtypes, sizes or options")
             continue
@@ -119,7 +185,7 @@ def dense_attention_masks(gm: torch.fx.GraphModule, choose: Chooser | None = Non
 
 
 def _remembered(fuses: Chooser) -> Chooser:
-    answers: dict[tuple, bool | None] = {}
+    answers: dict[tuple, bool | FixesSizes | None] = {}
 
     def asked(*args, **kwargs):
         key = tuple(_signature(a) for a in args) + tuple((k, _signature(v)) for k, v in sorted(kwargs.items()))
@@ -148,7 +214,7 @@ def _value(arg):
     return arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else arg
 
 
-def _fused(fuses: Chooser, values: dict) -> bool | None:
+def _fused(fuses: Chooser, values: dict) -> bool | FixesSizes | None:
     return fuses(values["query"], values["key"], values["value"], values.get("attn_mask"), values.get("dropout_p", 0.0),
                  values.get("is_causal", False), scale=values.get("scale"), enable_gqa=values.get("enable_gqa", False))
 

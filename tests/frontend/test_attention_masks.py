@@ -169,6 +169,54 @@ def test_torch_is_asked_as_aotautograd_traces(dynamic):
     assert answers == [True, False, None]
 
 
+def test_asking_torch_guards_nothing_of_dynamos(monkeypatch):
+    """CUDA's kernel choice reads some sizes as numbers (BERT at real sizes on an H200: ``Eq(s52, 8)``); asked over
+    Dynamo's own fake tensors that fixed every size of the graph, and a second batch size compiled again.  Played
+    here by an sdpa that reads the batch size as a number while torch_fuses traces it."""
+    real_sdpa = F.scaled_dot_product_attention
+
+    def reads_the_batch(q, *args, **kwargs):
+        torch._check(int(q.shape[0]) > 0)
+        return real_sdpa(q, *args, **kwargs)
+
+    answers, added = [], []
+
+    def backend(gm, example_inputs):
+        node = next(n for n in gm.graph.nodes if n.target is F.scaled_dot_product_attention)
+        q, k, v = (a.meta["example_value"] for a in node.args[:3])
+        mask = node.kwargs["attn_mask"].meta["example_value"]
+        env = q.fake_mode.shape_env
+        before = (len(env.guards), dict(env.replacements))
+        with monkeypatch.context() as patch:
+            patch.setattr(F, "scaled_dot_product_attention", reads_the_batch)
+            answers.append(attention_masks.torch_fuses(q, k, v, mask, scale=0.125))
+        answers.append(attention_masks.torch_fuses(q, k, v, mask, scale=0.125))
+        added.append((len(env.guards), dict(env.replacements)) != before)
+        return gm.forward
+
+    fn = torch.compile(attention, backend=backend, dynamic=True)
+    for t in (16, 24):
+        fn(*inputs(t=t, seed=t))
+    fixed, plain = answers
+    assert isinstance(fixed, attention_masks.FixesSizes) and fixed.guards.endswith(" == 2"), fixed  # batch 2
+    assert plain is True
+    assert added == [False], added  # one compile for both sizes, and Dynamo's shapes untouched
+
+
+def test_a_dense_mask_that_would_fix_sizes_is_declined(tmp_path, monkeypatch):
+    def fixes_sizes_when_dense(*args, **kwargs):
+        return attention_masks.FixesSizes("Eq(s0, 2)") if cuda_rule(*args, **kwargs) else False
+
+    monkeypatch.setattr(attention_masks, "torch_fuses", fixes_sizes_when_dense)
+    fn = torch.compile(attention, backend="fusec", dynamic=True, options={"dump_dir": str(tmp_path)})
+    for t in (16, 24):
+        args = inputs(torch.bfloat16, t=t, seed=t)
+        torch.testing.assert_close(fn(*args), attention(*args), atol=2e-2, rtol=2e-2)
+    remarks = _dump_text(tmp_path, "remarks.txt")
+    assert "math-attention" in remarks and "reads its sizes as numbers (Eq(s0, 2))" in remarks, remarks
+    assert "dense-mask" not in remarks
+
+
 def test_torch_is_asked_once_per_distinct_call(monkeypatch):
     asked = []
 
