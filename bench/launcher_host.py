@@ -1,13 +1,14 @@
 """Host time of fusec's generated launcher alone, per call (CPU or GPU; a speed claim only from one machine).
 
-    python bench/launcher_host.py [MODEL ...] [--mode infer|train] [--calls N] [--profile TOP]
+    python bench/launcher_host.py [MODEL ...] [--mode infer|train] [--calls N] [--profile TOP] [--pipeline SPEC]
 
 Compiles each model's inference or training step (bf16 on the GPU, fp32 on the CPU; one short sequence or one
 image), records every
 extern's results on the first call, then times the graph's launcher with each extern replaced by its recorded
 result and each Triton launch by a no-op: what the launcher's own Python costs a call (allocations, views, input
 checks, bookkeeping), apart from the kernels, the libraries it calls and Dynamo's guards.  Prints one line per
-graph with what its source holds; ``--profile TOP`` also the TOP functions by own time (cProfile, so inflated).
+graph with what its source holds; ``--profile TOP`` also the TOP functions by own time (cProfile, so inflated);
+``--pipeline`` compiles with another pipeline (a spec or a .pipeline file: e.g. the default one without a pass).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     p.add_argument("--mode", choices=["infer", "train"], default="infer")
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--profile", type=int, default=0, metavar="TOP")
+    p.add_argument("--pipeline", default=None, metavar="SPEC")
     args = p.parse_args()
     os.environ.setdefault("FUSEC_GRAPH_CACHE", "0")
     import fusec.runtime.compiled as compiled_module
@@ -61,6 +63,7 @@ def main() -> None:
 
         compiled_module.CompiledGraph.__call__ = capture  # type: ignore[method-assign]
         torch._dynamo.reset()
+        options = {"pipeline": args.pipeline} if args.pipeline else {}
         model, kind = build(name)
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
         model = model.to(device, dtype).train(args.mode == "train")
@@ -69,9 +72,9 @@ def main() -> None:
         if args.mode == "infer":
             data.pop("labels", None)
             with torch.no_grad():
-                torch.compile(model, backend="fusec")(**data)
+                torch.compile(model, backend="fusec", options=options)(**data)
         else:  # the forward and the backward graph
-            loss_of(torch.compile(model, backend="fusec")(**data)).backward()
+            loss_of(torch.compile(model, backend="fusec", options=options)(**data)).backward()
         compiled_module.CompiledGraph.__call__ = original  # type: ignore[method-assign]
         recording[0] = False
         for graph, graph_inputs in graphs:
