@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr, SymbolNameConstraint, UnitAttr, i32
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr, SymbolNameConstraint, UnitAttr, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -103,6 +103,12 @@ class KernelSchedule:
 
 def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
     return parse_expr_list(parser)
+
+
+# ``array<i64: ...>``, one per result, set by reuse-buffers: the storage each result is written into.  Results of
+# one graph with the same number share one allocation, each written after the one before it is read for the last
+# time; -1: a result stored into an input in place (not allocated).  Absent: a fresh buffer each.
+STORAGE = "fusec.storage"
 
 
 @irdl_op_definition
@@ -278,6 +284,15 @@ class KernelOp(IRDLOperation):
         return self.tiled is not None
 
     @property
+    def storage(self) -> list[int] | None:
+        """Each result's storage (``STORAGE``), or None where reuse-buffers did not plan them."""
+        attr = self.attributes.get(STORAGE)
+        return list(attr.get_values()) if isinstance(attr, DenseArrayBase) else None
+
+    def set_storage(self, slots: Sequence[int]) -> None:
+        self.attributes[STORAGE] = DenseArrayBase.from_list(i64, list(slots))
+
+    @property
     def input_args(self):
         return self.block.args[: len(self.inputs)]
 
@@ -395,6 +410,9 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: a tiled kernel has a 2-D domain [xnumel, rnumel]")
         self._verify_matmul_dims(where)
         self._verify_schedule(where)
+        if STORAGE in self.attributes and (self.storage is None or len(self.storage) != len(self.outputs)
+                                           or min(self.storage, default=0) < -1):
+            raise VerifyException(f"{where}: {STORAGE} must be an array<i64> with a storage (or -1) per result")
         want = [v.type for v in self.inputs] + [r.type for r in self.outputs]
         if list(self.block.arg_types) != want:
             raise VerifyException(f"{where}: block arguments must be the input then the output buffer types")

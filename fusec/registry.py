@@ -43,6 +43,7 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "tile-pointwise": ("fusec.passes.tile_pointwise", "TilePointwise"),
     "schedule-kernels": ("fusec.passes.schedule_kernels", "ScheduleKernels"),
     "mutate-in-place": ("fusec.passes.mutate_in_place", "MutateInPlace"),
+    "reuse-buffers": ("fusec.passes.reuse_buffers", "ReuseBuffers"),
     "expect-fused": ("fusec.passes.expect_fused", "ExpectFused"),
 }
 

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import sympy
+from xdsl.dialects.builtin import DenseArrayBase
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from fusec.analysis import collectives, heuristics
 from fusec.analysis.bind_plan import InputMismatch, bind_plan
+from fusec.analysis.buffer_lifetimes import Allocation, allocations, fits_storage, graph_operands, graph_results
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
@@ -172,6 +174,14 @@ class _LauncherWriter:
         # one call from their root; each unmade one -> its root (the launcher variable the chain starts from).
         self.absorbed: set[SSAValue] = set()
         self.deferred: dict[str, str] = {}
+        # reuse-buffers' plan (fusec.storage): each planned result's storage, the lifetimes it was planned from,
+        # the result written into each storage before, and results whose storage a later one takes (kept, not
+        # deleted, until it does); ``at``: the index of the op being written.
+        self.storage: dict[SSAValue, int] = {}
+        self.lifetimes: dict[SSAValue, Allocation] = {}
+        self.last_in: dict[int, SSAValue] = {}
+        self.handed_on: set[SSAValue] = set()
+        self.at = 0
         # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
         self.in_place: dict[SSAValue, int] = {}
         for i, o, in_place in graph.input_mutations:
@@ -207,8 +217,32 @@ class _LauncherWriter:
         if value in self.in_place:
             self.given.add(f"arg{self.in_place[value]}")
             return f"{name} = arg{self.in_place[value]}"
-        return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
-                f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
+        slot = self.storage.get(value, -1)
+        before = self.last_in.get(slot)
+        if slot >= 0:
+            self.last_in[slot] = value
+        if before is None:
+            return (f"{name} = _empty({self.shape_tuple(t.dims)}, {self.shape_tuple(t.layout)}, "
+                    f"dtype={externs.source_of(F.torch_dtype(t))}, device=device)")
+        self.check_handed_on(before, value, slot)
+        old = self.names[before]
+        if old not in self.aligned:  # an extern's result: torch's allocation, whose alignment kernels check
+            self.aligned.discard(name)
+        if before.type == value.type:
+            return f"{name} = {old}; del {old}"
+        return f"{name} = {self._reinterpret(name, old)}; del {old}"
+
+    def check_handed_on(self, before: SSAValue, value: SSAValue, slot: int) -> None:
+        """``value`` may take ``before``'s storage: reuse-buffers' rule, checked again (the plan may be written by
+        hand)."""
+        owner = value.op.sym_name.data if isinstance(value, OpResult) and isinstance(value.op, F.KernelOp) else "?"
+        dies = self.lifetimes[before].dies
+        if dies is None or dies >= self.at:
+            raise LoweringError(f"@{self.gname}: {F.STORAGE} puts @{owner}'s result into storage {slot} while the "
+                                "result written there before is still read (or returned)")
+        if not fits_storage(before, value):
+            raise LoweringError(f"@{self.gname}: {F.STORAGE} puts @{owner}'s result into storage {slot}, which was "
+                                f"allocated for another element type or size ({before.type} -> {value.type})")
 
     # ------------------------------------------------------------ ops
 
@@ -218,7 +252,7 @@ class _LauncherWriter:
         outputs = set(ops[-1].operands) if ops and isinstance(ops[-1], F.OutputOp) else set()
         last_use = {}
         for i, op in enumerate(ops):
-            for v in _graph_operands(op):
+            for v in graph_operands(op):
                 last_use[v] = i
         self.absorbed = {op.result for op in ops if isinstance(op, F.VIEW_OPS) and op.result.uses
                          and all(isinstance(u.operation, F.VIEW_OPS) for u in op.result.uses)}
@@ -230,6 +264,7 @@ class _LauncherWriter:
         ends: dict[int, list[SSAValue]] = {}
         for v, i in last_use.items():
             ends.setdefault(i, []).append(v)
+        self.read_storage_plan()
         for i, arg in enumerate(self.graph.block.args):
             self.names[arg] = f"arg{i}"
             self.aligned.add(f"arg{i}")  # the prologue makes every input 16-byte aligned
@@ -241,10 +276,12 @@ class _LauncherWriter:
                 body += alias_lines + self.in_place_writes(op, aliases)
                 body.append(f"return [{', '.join(aliases.get(v, self.names[v]) for v in op.values)}]")
                 break
+            self.at = i
             body += self.op_lines(op)
             dead = [v for v in ends.get(i, ()) if v not in outputs and not _is_input(v)]
-            dead += [r for r in _graph_results(op) if r not in last_use and r not in outputs]
-            dead_names = sorted({self.names[v] for v in dead} - set(self.deferred), key=lambda n: int(n.removeprefix("buf")))
+            dead += [r for r in graph_results(op) if r not in last_use and r not in outputs]
+            kept = {self.names[v] for v in self.handed_on if v in self.names}  # a later result takes their storage
+            dead_names = sorted({self.names[v] for v in dead} - set(self.deferred) - kept, key=lambda n: int(n.removeprefix("buf")))
             if dead_names:
                 body.append(f"del {', '.join(dead_names)}")
         prologue = self.prologue()
@@ -257,6 +294,20 @@ class _LauncherWriter:
                        for v in returned)
         dense = tuple(_dense_order(v.type) for v in returned)
         return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys, orders, dense)
+
+    def read_storage_plan(self) -> None:
+        """reuse-buffers' ``fusec.storage`` marks, where it ran: which storage each kernel result is written into."""
+        if not any(F.STORAGE in op.attributes for op in self.graph.walk()):
+            return
+        self.lifetimes = {a.value: a for a in allocations(self.graph)}
+        users: dict[int, list[SSAValue]] = {}
+        for a in self.lifetimes.values():  # in launch order
+            marks = a.value.op.attributes.get(F.STORAGE)
+            slot = marks.get_values()[a.value.index] if isinstance(marks, DenseArrayBase) else -1
+            if slot >= 0:
+                self.storage[a.value] = slot
+                users.setdefault(slot, []).append(a.value)
+        self.handed_on = {v for values in users.values() for v in values[:-1]}
 
     def op_lines(self, op: Operation) -> list[str]:
         if isinstance(op, F.KernelOp):
@@ -361,6 +412,9 @@ class _LauncherWriter:
                                                 lambda name: externs.Code(f"torch.ops.{name}"))
         call = self.call_line(target, args, kwargs)
         outs = [self.new_buffer(r) for r in op.outputs]
+        for r in op.outputs:  # a new tensor whose storage a later kernel result takes (reuse-buffers)
+            if r in self.storage:
+                self.last_in[self.storage[r]] = r
         returns = getattr(fn_object, "_schema", None)
         single = returns is not None and len(returns.returns) == 1 and str(returns.returns[0].type) == "Tensor"
         flat = returns is not None and all(str(r.type) in ("Tensor", "Tensor?") for r in returns.returns)
@@ -549,22 +603,6 @@ _VALUE = sympy.Symbol("value")  # stands for the dim or stride read, in the expr
 def _atom(e: sympy.Expr) -> str:
     text = python_expr(e)
     return text if e.is_Symbol or (e.is_Integer and e >= 0) else f"({text})"
-
-
-def _graph_operands(op: Operation) -> list[SSAValue]:
-    """The graph values an op reads: for a combo, what its kernels read (it has no operands itself);
-    a collective's wait also holds the collective's inputs, which must live until it."""
-    if isinstance(op, F.ComboOp):
-        return [v for k in op.kernels for v in k.operands]
-    return list(op.operands) + collectives.held_until(op)
-
-
-def _graph_results(op: Operation) -> list[SSAValue]:
-    """The buffers an op makes: for a combo, every kernel output (those it does not yield die at once)."""
-    if isinstance(op, F.ComboOp):
-        yielded = set(op.output_op.operands)
-        return [*op.results, *(r for k in op.kernels for r in k.results if r not in yielded)]
-    return list(op.results)
 
 
 def _is_view_extern(op) -> bool:

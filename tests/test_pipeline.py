@@ -66,7 +66,7 @@ def test_default_pipeline_file_is_shipped_and_valid():
     # form-kernels: the baseline fusion starts from
     assert spec.split(",")[:6] == ["channels-last", "attention-layouts", "pad-matmuls", "bias-epilogues", "sink-gathers",
                                    "form-kernels"]
-    assert spec.endswith("canonicalize,dce,schedule-kernels,mutate-in-place")
+    assert spec.endswith("canonicalize,dce,schedule-kernels,mutate-in-place,reuse-buffers")
     assert [p.name for p in parse_pipeline_spec(spec)] == spec.split(",")
 
 

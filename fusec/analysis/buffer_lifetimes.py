@@ -1,0 +1,132 @@
+"""When each storage a call makes is written first and read last, counting every alias of it.
+
+A graph after form-kernels launches its top-level ops in order; the launcher allocates a fresh buffer for
+each kernel result (a combo member's included), except a result stored straight into an input in place, and
+torch allocates the results of externs (those its schemas declare new tensors are storages too).
+A buffer's storage is still in use while any value that may share it is: views of it (fusec views, and
+torch views an extern returns), a combo's yield of it, and, conservatively, the results of an extern whose
+schema does not promise fresh tensors (``aten.mm`` does; an unknown target does not).  A storage that the
+graph returns, through any alias, outlives the call.
+
+``reuse-buffers`` plans storages from these lifetimes; the launcher checks the plan against them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from fusec.analysis import collectives
+from fusec.base import shapes
+from fusec.dialects import extern_calls as externs
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A storage a call makes: a kernel result the launcher allocates, or a new tensor an extern returns (torch
+    allocates it; a later kernel result may take it over).  ``born`` is the index of the top-level op that writes
+    it (its kernel, combo or extern), ``dies`` that of the last one reading it or an alias of its storage; None
+    when the graph returns it or an alias (the storage outlives the call)."""
+
+    value: OpResult
+    born: int
+    dies: int | None
+
+
+def graph_operands(op: Operation) -> list[SSAValue]:
+    """The graph values a top-level op reads: for a combo, what its kernels read (it has no operands itself);
+    a collective's wait also holds the collective's inputs, which must live until it."""
+    if isinstance(op, F.ComboOp):
+        return [v for k in op.kernels for v in k.operands]
+    return list(op.operands) + collectives.held_until(op)
+
+
+def graph_results(op: Operation) -> list[SSAValue]:
+    """The buffers a top-level op makes: for a combo, every kernel output (those it does not yield die at once)."""
+    if isinstance(op, F.ComboOp):
+        yielded = set(op.output_op.operands)
+        return [*op.results, *(r for k in op.kernels for r in k.results if r not in yielded)]
+    return list(op.results)
+
+
+def stored_in_place(graph: F.GraphOp) -> set[SSAValue]:
+    """Kernel results that are an input's own storage (``mutate-in-place``): not allocated."""
+    found: set[SSAValue] = set()
+    for _, o, in_place in graph.input_mutations:
+        if in_place:
+            v = graph.output_op.operands[o]
+            found.add(v.op.member_result(v.index) if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp) else v)
+    return found
+
+
+def allocations(graph: F.GraphOp) -> list[Allocation]:
+    """Every storage a call makes, in launch order, with its lifetime."""
+    in_place = stored_in_place(graph)
+    shares: dict[SSAValue, frozenset[OpResult]] = {}  # value -> the storages it may alias
+    born: dict[OpResult, int] = {}
+    last: dict[OpResult, int | None] = {}
+    for i, op in enumerate(graph.block.ops):
+        returned = isinstance(op, F.OutputOp)
+        for a in {a for v in graph_operands(op) for a in shares.get(v, ())}:
+            if (dies := last[a]) is not None:
+                last[a] = None if returned else max(dies, i)
+        if returned:
+            break
+        for r in _new_storages(op, in_place):
+            born[r], last[r] = i, i
+            shares[r] = frozenset((r,))
+        if isinstance(op, F.ComboOp):
+            for r in op.results:
+                shares[r] = shares.get(op.member_result(r.index), frozenset())
+        elif isinstance(op, F.VIEW_OPS) or (isinstance(op, F.ExternOp) and _may_alias(op)):
+            operands = frozenset(a for v in op.operands for a in shares.get(v, ()))
+            for r in op.results:
+                shares[r] = operands
+    return [Allocation(r, born[r], last[r]) for r in born]
+
+
+def _new_storages(op: Operation, in_place: set[SSAValue]) -> list[OpResult]:
+    """The storages a top-level op makes: its kernels' results (but those stored into inputs), or an extern's
+    new tensors."""
+    if isinstance(op, F.ExternOp):
+        return list(op.results) if _fresh_tensors(op) else []
+    kernels = op.kernels if isinstance(op, F.ComboOp) else [op] if isinstance(op, F.KernelOp) else []
+    return [r for k in kernels for r in k.results if r not in in_place]
+
+
+def fits_storage(old: SSAValue, new: SSAValue) -> bool:
+    """Whether ``new`` can be written into the storage allocated for ``old``: the same element type, and the same
+    type or dense layouts of as many elements (the storage exactly as large)."""
+    a, b = tensor_type_of(old), tensor_type_of(new)
+    if a == b:
+        return True
+    if a.element_type != b.element_type:
+        return False
+    if shapes.dense_dim_order(a.dims, a.layout) is None or shapes.dense_dim_order(b.dims, b.layout) is None:
+        return False
+    return sympy.expand(shapes.numel(a.dims) - shapes.numel(b.dims)) == 0
+
+
+def _fresh_tensors(op: F.ExternOp) -> bool:
+    """Whether each of an extern's results is a new tensor of its own (never None, never sharing storage): its
+    storage can be handed on once it is dead, as a kernel result's."""
+    if _may_alias(op):
+        return False
+    schema = getattr(externs.resolve_target(op.target.data), "_schema", None)  # _may_alias found it
+    return schema is not None and bool(schema.returns) and all(str(r.type) == "Tensor" for r in schema.returns)
+
+
+def _may_alias(op: F.ExternOp) -> bool:
+    """Whether an extern's results may share storage with its operands: unless torch's schema says each result
+    is a fresh tensor (a collective's wait returns its input though its schema says otherwise)."""
+    if collectives.kind(op) is not None:
+        return True
+    try:
+        schema = getattr(externs.resolve_target(op.target.data), "_schema", None)
+    except LookupError:
+        return True
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
