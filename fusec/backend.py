@@ -516,7 +516,8 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
     strided = [(j, slot.strides) for j, slot in enumerate(info.outputs) if slot.strides is not None]
     static_strides = all(e.is_Integer for _, strides in strided for e in strides)  # else the symbols are needed
     fixed_strides = [(j, tuple(int(e) for e in strides)) for j, strides in strided] if static_strides else []
-    if info.carriers or not static_strides or any(slot.kind != "tensor" or slot.dim_order for slot in info.outputs):
+    if info.carriers or not static_strides or any(slot.kind not in ("tensor", "value") or slot.dim_order
+                                                  for slot in info.outputs):
         def run(args: list) -> list:
             symbols = info.bind_symbols(args)
             tensors = info.tensor_inputs(args, symbols)
@@ -528,7 +529,11 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             return info.assemble_outputs(outputs, symbols, passed)
     else:  # the common case, kept to a few list operations per call: no symbol is needed outside the graph
         taken = [i for i, slot in enumerate(info.inputs) if slot.kind == "tensor"]
-        picked = [slot.index for slot in info.outputs]
+        picked = [slot.index if slot.kind == "tensor" else 0 for slot in info.outputs]
+        # Python values among the outputs (a backward's None for an input that needs no gradient)
+        values = [(j, slot.value) for j, slot in enumerate(info.outputs) if slot.kind == "value"]
+        if values and not any(slot.kind == "tensor" for slot in info.outputs):
+            picked = []  # nothing to index: every output is a value
 
         def run(args: list) -> list:
             tensors = [args[i] for i in taken]
@@ -539,7 +544,9 @@ def boxed_runner(info: ImportInfo, execute: Callable[[list[torch.Tensor]], list[
             outputs = execute(tensors)
             if targets:
                 write_inputs(targets, outputs)
-            result = [outputs[i] for i in picked]
+            result: list = [outputs[i] for i in picked] if picked else [None] * len(values)
+            for j, value in values:
+                result[j] = value
             for j, strides in fixed_strides:  # strided views of the graph's values: eager's strides (importer)
                 result[j] = strided_like_eager(result[j], strides)
             return result

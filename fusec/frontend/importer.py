@@ -139,6 +139,8 @@ class ImportInfo:
 
     def bind_symbols(self, args: Sequence) -> dict[str, int]:
         """Every declared symbol's value from the FX graph's arguments (the importer made sure the plan finds all)."""
+        if not self.symbols:  # static sizes: nothing to read (a backward's 288 arguments cost 22 µs to walk)
+            return {}
         tensors = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "tensor"] + list(self.constants)
         scalars = [args[i] for i, slot in enumerate(self.inputs) if slot.kind == "symint"]
         return self.plan.bind(tensors, scalars, check=False)  # the executor checks the tensors (or Dynamo's guards do)

@@ -182,3 +182,27 @@ def test_an_empty_strided_view_under_symbolic_sizes():
             assert g.shape == w.shape
             if g.numel():
                 _same(g, w)
+
+
+def test_a_backward_returning_none_for_an_input_gives_eagers_gradients(monkeypatch):
+    """A backward's outputs hold None for an input that needs no gradient (a Python value slot): the runtime's
+    few-list-operations path returns it beside the gradients."""
+    import fusec.backend as backend
+
+    seen = []
+    original = backend.boxed_runner
+    monkeypatch.setattr(backend, "boxed_runner", lambda info, execute: seen.append(info) or original(info, execute))
+
+    def fn(x, w, b):
+        return torch.relu(x @ w + b).square().sum()
+
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(8, 4, generator=g), torch.randn(4, 3, generator=g), torch.randn(3, generator=g)
+    got = [t.clone().requires_grad_(i > 0) for i, t in enumerate((x, w, b))]
+    want = [t.clone().requires_grad_(i > 0) for i, t in enumerate((x, w, b))]
+    torch.compile(fn, backend="fusec")(*got).backward()
+    fn(*want).backward()
+    assert any(s.kind == "value" for info in seen for s in info.outputs), [info.outputs for info in seen]
+    for a, e in zip(got[1:], want[1:], strict=True):
+        torch.testing.assert_close(a.grad, e.grad)
+    assert got[0].grad is None
