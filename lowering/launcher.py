@@ -181,6 +181,7 @@ class _LauncherWriter:
         self.lifetimes: dict[SSAValue, Allocation] = {}
         self.last_in: dict[int, SSAValue] = {}
         self.handed_on: set[SSAValue] = set()
+        self.kept: set[str] = set()  # their launcher names
         self.at = 0
         # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
         self.in_place: dict[SSAValue, int] = {}
@@ -204,6 +205,8 @@ class _LauncherWriter:
         name = f"buf{self.buffers}"
         self.buffers += 1
         self.names[value] = name
+        if value in self.handed_on:
+            self.kept.add(name)
         return name
 
     def allocate(self, value: SSAValue) -> str:
@@ -280,8 +283,8 @@ class _LauncherWriter:
             body += self.op_lines(op)
             dead = [v for v in ends.get(i, ()) if v not in outputs and not _is_input(v)]
             dead += [r for r in graph_results(op) if r not in last_use and r not in outputs]
-            kept = {self.names[v] for v in self.handed_on if v in self.names}  # a later result takes their storage
-            dead_names = sorted({self.names[v] for v in dead} - set(self.deferred) - kept, key=lambda n: int(n.removeprefix("buf")))
+            dead_names = sorted({self.names[v] for v in dead} - set(self.deferred) - self.kept,  # kept: handed on later
+                                key=lambda n: int(n.removeprefix("buf")))
             if dead_names:
                 body.append(f"del {', '.join(dead_names)}")
         prologue = self.prologue()
