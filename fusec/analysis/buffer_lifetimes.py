@@ -120,10 +120,16 @@ def _fresh_tensors(op: F.ExternOp) -> bool:
     return schema is not None and bool(schema.returns) and all(str(r.type) == "Tensor" for r in schema.returns)
 
 
+# Ops whose schemas declare new tensors but which return views of their input (functionalization's exceptions).
+_UNDECLARED_VIEWS = frozenset({"aten._unsafe_view.default", "aten.unsafe_split.Tensor", "aten.unsafe_split_with_sizes.default",
+                               "aten.unsafe_chunk.default"})
+
+
 def _may_alias(op: F.ExternOp) -> bool:
     """Whether an extern's results may share storage with its operands: unless torch's schema says each result
-    is a fresh tensor (a collective's wait returns its input though its schema says otherwise)."""
-    if collectives.kind(op) is not None:
+    is a fresh tensor (a collective's wait, ``_unsafe_view`` and the ``unsafe_`` splits return their input or views
+    of it though their schemas say otherwise)."""
+    if collectives.kind(op) is not None or op.target.data in _UNDECLARED_VIEWS:
         return True
     try:
         schema = getattr(externs.resolve_target(op.target.data), "_schema", None)

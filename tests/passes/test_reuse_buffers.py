@@ -96,3 +96,22 @@ def test_the_verifier_wants_a_storage_per_result():
     kernel.set_storage([0, 1])
     with pytest.raises(VerifyException, match=r"fusec.storage must be an array<i64> with a storage \(or -1\) per result"):
         module.verify()
+
+
+def test_a_view_whose_schema_declares_a_new_tensor_keeps_its_input_alive():
+    """``aten._unsafe_view`` returns a view though its schema says a new tensor: neg's result may not take exp's
+    storage while the view is still read."""
+    sq, flat = tensor_type("8, 8"), tensor_type("64")
+    text = graph_text(f"%x : {sq}", f"{flat}, {sq}", f"""
+    %e = fusec.pointwise "exp" %x : ({sq}) -> {sq}
+    %v = fusec.extern "aten._unsafe_view.default"(%e, [64]) : ({sq}) -> {flat}
+    %n = fusec.pointwise "neg" %x : ({sq}) -> {sq}
+    %s = fusec.pointwise "sin" %v : ({flat}) -> {flat}
+    %t = fusec.pointwise "tanh" %n : ({sq}) -> {sq}
+    fusec.output %s, %t : {flat}, {sq}""", symbolic=False)
+    module = planned(text)
+    exp, neg = [k for k in F.find_graph(module).walk() if isinstance(k, F.KernelOp)][:2]
+    assert exp.storage != neg.storage, (exp.storage, neg.storage)
+    compiled = compile_module(module)
+    inputs = random_inputs(parse(text), {}, seed=2)
+    assert_same_results(interpreter.run(parse(text), inputs), compiled(inputs))
