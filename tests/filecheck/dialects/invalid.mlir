@@ -73,6 +73,19 @@ fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
 
 // -----
 
+// A storage plan (reuse-buffers' fusec.storage) with more entries than the kernel has results.
+fusec.graph @g(%a : !fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  %k = fusec.kernel @two_storages [4] (%a) {fusec.storage = array<i64: 0, 1>} : (!fusec.tensor<[4], f32>) -> (!fusec.tensor<[4], f32>) {
+  ^bb0(%in : !fusec.tensor<[4], f32>, %out : !fusec.tensor<[4], f32>):
+    %v = fusec.load %in[x] : !fusec.tensor<[4], f32>
+    fusec.store %v, %out[x] : !fusec.tensor<[4], f32>
+  }
+  fusec.output %k : !fusec.tensor<[4], f32>
+}
+// CHECK: fusec-opt: error: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}: input IR does not verify: fusec.kernel @two_storages: fusec.storage must be an array<i64> with a storage (or -1) per result
+
+// -----
+
 // Parse error: a misspelt keyword, with line:col and a caret.
 fusec.graph @g(%a : !fusec.tensor<[4, 4], f32>) -> (!fusec.tensor<[4], f32>) {
   %s = fusec.reduce "sum" %a dimz [1] : !fusec.tensor<[4, 4], f32> -> !fusec.tensor<[4], f32>
