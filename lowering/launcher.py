@@ -27,7 +27,14 @@ from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from fusec.analysis import collectives, heuristics
 from fusec.analysis.bind_plan import InputMismatch, bind_plan
-from fusec.analysis.buffer_lifetimes import Allocation, allocations, fits_storage, graph_operands, graph_results
+from fusec.analysis.buffer_lifetimes import (
+    Allocation,
+    allocations,
+    fits_storage,
+    graph_operands,
+    graph_results,
+    stored_in_place,
+)
 from fusec.base import shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
@@ -184,14 +191,7 @@ class _LauncherWriter:
         self.kept: set[str] = set()  # their launcher names
         self.at = 0
         # A kernel result stored straight into an input (mutate-in-place): result -> the input's index.
-        self.in_place: dict[SSAValue, int] = {}
-        for i, o, in_place in graph.input_mutations:
-            if not in_place:
-                continue
-            v = graph.output_op.operands[o]
-            if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp):
-                v = v.op.member_result(v.index)  # the member's result, which the launcher allocates
-            self.in_place[v] = i
+        self.in_place: dict[SSAValue, int] = stored_in_place(graph)
 
     def py(self, e: sympy.Expr) -> str:
         """Host code for a size expression; remembers the symbols it needs bound."""

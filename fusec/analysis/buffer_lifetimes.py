@@ -53,13 +53,14 @@ def graph_results(op: Operation) -> list[SSAValue]:
     return list(op.results)
 
 
-def stored_in_place(graph: F.GraphOp) -> set[SSAValue]:
-    """Kernel results that are an input's own storage (``mutate-in-place``): not allocated."""
-    found: set[SSAValue] = set()
-    for _, o, in_place in graph.input_mutations:
+def stored_in_place(graph: F.GraphOp) -> dict[SSAValue, int]:
+    """Kernel results that are an input's own storage (``mutate-in-place``; a combo's member result, which the
+    launcher allocates), each with the input's index: not allocated."""
+    found: dict[SSAValue, int] = {}
+    for i, o, in_place in graph.input_mutations:
         if in_place:
             v = graph.output_op.operands[o]
-            found.add(v.op.member_result(v.index) if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp) else v)
+            found[v.op.member_result(v.index) if isinstance(v, OpResult) and isinstance(v.op, F.ComboOp) else v] = i
     return found
 
 
@@ -89,7 +90,7 @@ def allocations(graph: F.GraphOp) -> list[Allocation]:
     return [Allocation(r, born[r], last[r]) for r in born]
 
 
-def _new_storages(op: Operation, in_place: set[SSAValue]) -> list[OpResult]:
+def _new_storages(op: Operation, in_place: dict[SSAValue, int]) -> list[OpResult]:
     """The storages a top-level op makes: its kernels' results (but those stored into inputs), or an extern's
     new tensors."""
     if isinstance(op, F.ExternOp):
