@@ -130,7 +130,18 @@ from fusec.dialects.graph_ops import (
     flat_returns,
     op_symbol_uses,
 )
-from fusec.dialects.kernel_ops import STORAGE, ComboOp, KernelOp, KernelSchedule, LoadOp, MatmulTiles, ReduceROp, StoreOp
+from fusec.dialects.kernel_ops import (
+    STORAGE,
+    ComboOp,
+    KernelOp,
+    KernelSchedule,
+    LoadOp,
+    MatmulTiles,
+    ReduceROp,
+    StoreOp,
+    mark_storage,
+    storage_of,
+)
 from fusec.dialects.pointwise import POINTWISE_FUNCTIONS, PREDICATES, REDUCTIONS, broadcast_types, reduction_result_type
 from fusec.dialects.view_ops import VIEW_OPS, ExpandOp, PermuteOp, ReshapeOp, SliceOp
 
@@ -157,6 +168,7 @@ __all__ = [
     "VIEW_OPS", "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",
     # kernel ops
-    "STORAGE", "ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "MatmulTiles", "ReduceROp", "StoreOp",
+    "STORAGE", "ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "MatmulTiles", "ReduceROp", "StoreOp", "mark_storage",
+    "storage_of",
     "Fusec",
 ]

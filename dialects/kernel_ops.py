@@ -37,7 +37,8 @@ from fusec.dialects.directives import BufferType, Expr
 from fusec.dialects.graph_ops import ConstantOp, OutputOp, PointwiseOp, SymbolicOp
 from fusec.dialects.pointwise import REDUCTIONS, reduction_result_type
 
-__all__ = ["ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "MatmulTiles", "ReduceROp", "StoreOp"]
+__all__ = ["STORAGE", "ComboOp", "KernelOp", "KernelSchedule", "LoadOp", "MatmulTiles", "ReduceROp", "StoreOp", "mark_storage",
+           "storage_of"]
 
 SCHEDULE_KINDS = ("pointwise", "tiled", "persistent", "looped", "matmul")
 INDEX_TYPES = ("int32", "int64")
@@ -109,6 +110,16 @@ def _parse_domain(parser: AttrParser) -> list[sympy.Expr]:
 # one graph with the same number share one allocation, each written after the one before it is read for the last
 # time; -1: a result stored into an input in place (not allocated).  Absent: a fresh buffer each.
 STORAGE = "fusec.storage"
+
+
+def storage_of(op: Operation) -> list[int] | None:
+    """Each result's storage (``STORAGE``) on a kernel or an extern, or None where reuse-buffers did not plan them."""
+    attr = op.attributes.get(STORAGE)
+    return list(attr.get_values()) if isinstance(attr, DenseArrayBase) else None
+
+
+def mark_storage(op: Operation, slots: Sequence[int]) -> None:
+    op.attributes[STORAGE] = DenseArrayBase.from_list(i64, list(slots))
 
 
 @irdl_op_definition
@@ -284,15 +295,6 @@ class KernelOp(IRDLOperation):
         return self.tiled is not None
 
     @property
-    def storage(self) -> list[int] | None:
-        """Each result's storage (``STORAGE``), or None where reuse-buffers did not plan them."""
-        attr = self.attributes.get(STORAGE)
-        return list(attr.get_values()) if isinstance(attr, DenseArrayBase) else None
-
-    def set_storage(self, slots: Sequence[int]) -> None:
-        self.attributes[STORAGE] = DenseArrayBase.from_list(i64, list(slots))
-
-    @property
     def input_args(self):
         return self.block.args[: len(self.inputs)]
 
@@ -410,8 +412,8 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"{where}: a tiled kernel has a 2-D domain [xnumel, rnumel]")
         self._verify_matmul_dims(where)
         self._verify_schedule(where)
-        if STORAGE in self.attributes and (self.storage is None or len(self.storage) != len(self.outputs)
-                                           or min(self.storage, default=0) < -1):
+        storage = storage_of(self)
+        if STORAGE in self.attributes and (storage is None or len(storage) != len(self.outputs) or min(storage, default=0) < -1):
             raise VerifyException(f"{where}: {STORAGE} must be an array<i64> with a storage (or -1) per result")
         want = [v.type for v in self.inputs] + [r.type for r in self.outputs]
         if list(self.block.arg_types) != want:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import sympy
-from xdsl.dialects.builtin import DenseArrayBase
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from fusec.analysis import collectives, heuristics
@@ -305,8 +304,8 @@ class _LauncherWriter:
         self.lifetimes = {a.value: a for a in allocations(self.graph)}
         users: dict[int, list[SSAValue]] = {}
         for a in self.lifetimes.values():  # in launch order
-            marks = a.value.op.attributes.get(F.STORAGE)
-            slot = marks.get_values()[a.value.index] if isinstance(marks, DenseArrayBase) else -1
+            marks = F.storage_of(a.value.op)
+            slot = marks[a.value.index] if marks is not None else -1
             if slot >= 0:
                 self.storage[a.value] = slot
                 users.setdefault(slot, []).append(a.value)

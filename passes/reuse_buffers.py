@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
@@ -63,9 +63,9 @@ class ReuseBuffers(ModulePass):
             allocated = allocations(graph)
             storage, reused = plan(allocated)
             for kernel in [k for k in graph.walk() if isinstance(k, F.KernelOp)]:
-                kernel.set_storage([storage.get(r, -1) for r in kernel.results])
+                F.mark_storage(kernel, [storage.get(r, -1) for r in kernel.results])
             for extern in [e for e in graph.block.ops if isinstance(e, F.ExternOp) and e.results[0] in storage]:
-                extern.attributes[F.STORAGE] = DenseArrayBase.from_list(i64, [storage[r] for r in extern.results])
+                F.mark_storage(extern, [storage[r] for r in extern.results])
             taken = [a for a in allocated if isinstance(a.value.op, F.KernelOp)]
             if taken:
                 returned = sum(1 for a in taken if a.dies is None)
