@@ -105,7 +105,13 @@ def _simplify_in_domain(e: sympy.Expr, domain: tuple[sympy.Expr, ...]) -> sympy.
 
 def substitute(e: sympy.Expr, mapping: dict[sympy.Symbol, sympy.Expr], domain: Sequence[sympy.Expr]) -> sympy.Expr:
     """``e`` with the iteration variables replaced (all at once), simplified in the new domain."""
-    return simplify_in_domain(sympy.sympify(e).xreplace(mapping), domain) if mapping else e
+    if not mapping:
+        return e
+    e = sympy.sympify(e)
+    # xreplace rebuilds every node above a replaced symbol, even one replaced by itself, and rebuilding
+    # re-evaluates each floordiv/mod (~0.5 ms an index): identity entries are dropped first
+    moved = {k: v for k, v in mapping.items() if k != v and k in e.free_symbols}
+    return simplify_in_domain(e.xreplace(moved) if moved else e, domain)
 
 
 @functools.lru_cache(maxsize=4096)

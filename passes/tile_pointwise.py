@@ -38,6 +38,7 @@ Options:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,6 +105,11 @@ def split_x(e: sympy.Expr, w: sympy.Expr, domain: Sequence[sympy.Expr]) -> sympy
     The floordiv/mod of x by a multiple or a divisor of w are rewritten first, so that
     ``floordiv(x, w*k)`` reads ``floordiv(x, k)`` and ``mod(x, d)`` with d | w reads ``mod(r, d)``.
     """
+    return _split_x(sympy.sympify(e), sympy.sympify(w), tuple(domain))
+
+
+@functools.lru_cache(maxsize=8192)  # pure; each candidate width asks again for every load of a kernel
+def _split_x(e: sympy.Expr, w: sympy.Expr, domain: tuple[sympy.Expr, ...]) -> sympy.Expr:
 
     def walk(t: sympy.Expr) -> sympy.Expr:
         if t == X:
@@ -116,11 +122,12 @@ def split_x(e: sympy.Expr, w: sympy.Expr, domain: Sequence[sympy.Expr]) -> sympy
             if divides(d, w):  # w = d*k: whole rows are multiples of d
                 k = sympy.cancel(w / d)
                 return k * X + FloorDiv(R, d) if isinstance(t, FloorDiv) else Mod(R, d)
-        if not t.args:
+        if X not in t.free_symbols:  # rebuilding re-evaluates each floordiv/mod: only what holds x is rebuilt
             return t
-        return t.func(*[walk(a) for a in t.args])
+        args = [walk(a) for a in t.args]
+        return t if args == list(t.args) else t.func(*args)
 
-    return simplify_in_domain(walk(sympy.sympify(e)), domain)
+    return simplify_in_domain(walk(e), domain)
 
 
 # ---------------------------------------------------------------- the decision
