@@ -69,7 +69,9 @@ class BackendOptions:
     dump_dir: Path | None = None  # None: $FUSEC_DUMP_DIR (read once, when the options are made)
     execute: str = "triton"
     compile_workers: int | None = None  # None: $FUSEC_COMPILE_WORKERS, else min(cpus, 8)
-    native_pooling: bool = False  # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls
+    # max/avg pooling as fused kernels (fusec.frontend.pooling) instead of torch calls: True, False, or "inference"
+    # (inference graphs only: in a training step the unrolled windows' compile time outweighs what they save)
+    native_pooling: bool | str = "inference"
     cudagraphs: bool = False  # replay each graph's launches as a CUDA graph (fusec.runtime.cudagraphs)
     overlap_collectives: bool = False  # torch's collective bucketing and overlap scheduling before import
     # sdpa masks laid out for torch's fused kernels (fusec.frontend.attention_masks): True for 16-bit attention,
@@ -94,7 +96,10 @@ class BackendOptions:
         workers = options.get("compile_workers")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
-        pooling, graphs, overlap = (_flag(options, name) for name in ("native_pooling", "cudagraphs", "overlap_collectives"))
+        graphs, overlap = (_flag(options, name) for name in ("cudagraphs", "overlap_collectives"))
+        pooling = options.get("native_pooling", "inference")
+        if not (isinstance(pooling, bool) or pooling == "inference"):
+            raise BackendOptionError(f"fusec: option 'native_pooling' must be True, False or 'inference', got {pooling!r}")
         dense_masks = options.get("dense_attention_masks", True)
         if not (isinstance(dense_masks, bool) or dense_masks == "all"):
             raise BackendOptionError(f"fusec: option 'dense_attention_masks' must be True, False or 'all', got {dense_masks!r}")
@@ -166,7 +171,7 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence, compiler, o
         fw_compiler=functools.partial(compiler, kind="forward"),
         bw_compiler=functools.partial(compiler, kind="backward"),
         inference_compiler=functools.partial(compiler, kind="inference"),
-        decompositions=fusec_decompositions(native_pooling=options.native_pooling),
+        decompositions=fusec_decompositions(native_pooling=_native_pooling(options.native_pooling, example_inputs)),
         # Recompute cheap pointwise ops in the backward rather than save them:
         # fusion makes recomputation nearly free and saved tensors cost memory.
         partition_fn=min_cut_rematerialization_partition,
@@ -174,6 +179,15 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence, compiler, o
         # kernels store the new values into the inputs (mutate-in-place), not AOTAutograd's copies after the call.
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
+
+
+def _native_pooling(option: bool | str, example_inputs: Sequence) -> bool:
+    """``"inference"``: native pooling where AOTAutograd will make an inference graph (its own test: grad mode on
+    and an input, a parameter included, that requires grad make a training graph)."""
+    if option != "inference":
+        return bool(option)
+    return not (torch.is_grad_enabled()
+                and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs))
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: str, options: BackendOptions,

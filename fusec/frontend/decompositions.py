@@ -275,8 +275,8 @@ def fusec_decompositions(native_pooling: bool = False) -> dict:
     """The table to give ``aot_autograd(decompositions=...)``: op overload -> Python decomposition.
 
     ``native_pooling``: max/avg pooling (and backward) as windowed pointwise ops that fuse, instead of torch
-    calls.  Correct on the H100 (tests/backend/test_pooling.py), but opt-in: on ResNet-18's bf16 inference (bench/models.py) it
-    measured 809 µs against 759 µs with cuDNN's pooling (BENCHMARKS.md, 2026-11-25)."""
+    calls.  The backend asks for it in inference graphs (ResNet-18 on an H200, BENCHMARKS.md 2026-11-28: device time
+    -11% bf16, -8% fp32); in a training step it saved ~1% and its unrolled windows cost ~7 s of first call."""
     table = dict(_table())
     if native_pooling:
         for name, fn in POOLING.items():

@@ -162,3 +162,38 @@ def test_pooling_on_gpu(dynamic, tmp_path):
     (c_values * weight).sum().backward()
     torch.testing.assert_close(compiled.grad, eager.grad)
     _no_extern(tmp_path, dynamic)
+
+
+def test_default_lowers_pooling_natively_in_inference_graphs_only(tmp_path):
+    """The default (native_pooling="inference"): a graph that needs no gradient pools natively; a training graph
+    calls torch's pooling, and the remark says why and how to turn it on."""
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    fn = lambda x: Fn.max_pool2d(conv(x).relu(), 3, 2, 1) * 2  # noqa: E731
+    x = _x(2, 3, 9, 8)
+    with torch.no_grad():
+        compiled = torch.compile(fn, backend="fusec", options={"dump_dir": str(tmp_path / "infer")})
+        torch.testing.assert_close(compiled(x), fn(x))
+    imported = "".join(p.read_text() for p in (tmp_path / "infer").glob("*/imported.mlir"))
+    assert 'fusec.extern "aten.convolution' in imported and 'fusec.extern "aten.max_pool' not in imported, imported
+    assert "importer:" not in _remarks(tmp_path / "infer")
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="fusec", options={"dump_dir": str(tmp_path / "train")})
+    got, want = compiled(x), fn(x)
+    torch.testing.assert_close(got, want)
+    got.square().sum().backward()
+    grad = conv.weight.grad.clone()
+    conv.weight.grad = None
+    want.square().sum().backward()
+    torch.testing.assert_close(grad, conv.weight.grad)
+    text = _remarks(tmp_path / "train")
+    assert "aten.max_pool2d_with_indices.default runs as a torch call: native pooling is off for this graph" in text
+    assert "options={'native_pooling': True}" in text
+
+
+def test_native_pooling_option_is_checked():
+    from fusec.backend import BackendOptionError, BackendOptions
+
+    assert BackendOptions.from_dict({}).native_pooling == "inference"
+    with pytest.raises(BackendOptionError, match="'native_pooling' must be True, False or 'inference', got 'yes'"):
+        BackendOptions.from_dict({"native_pooling": "yes"})
