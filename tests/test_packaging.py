@@ -58,6 +58,15 @@ def test_bare_folder_import_is_refused(bare):
     assert "ImportError" in result.stderr and f"import this folder as fusec.{bare}" in result.stderr, result.stderr
 
 
+def test_each_mapped_folder_has_a_link_in_fusec():
+    """Tools that walk the folder ``fusec/`` instead of importing (import-linter, so a bare ``lint-imports`` in the
+    checkout) see the mapped folders through links named as their sub-packages; wheels take them from package-dir."""
+    for package, folder in SETUPTOOLS["package-dir"].items():
+        if package != "fusec":
+            link = ROOT / "fusec" / package.removeprefix("fusec.").replace(".", "/")
+            assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), f"ln -s ../{folder} {link.relative_to(ROOT)}"
+
+
 def test_package_name_follows_the_mapping():
     assert package_name(ROOT / "passes") == "fusec.passes"
     assert package_name(ROOT / "passes" / "sub" / "deeper") == "fusec.passes.sub.deeper"
