@@ -96,13 +96,9 @@ class BackendOptions:
         workers = options.get("compile_workers")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise BackendOptionError(f"fusec: option 'compile_workers' must be a positive int, got {workers!r}")
-        graphs, overlap = (_flag(options, name) for name in ("cudagraphs", "overlap_collectives"))
-        pooling = options.get("native_pooling", "inference")
-        if not (isinstance(pooling, bool) or pooling == "inference"):
-            raise BackendOptionError(f"fusec: option 'native_pooling' must be True, False or 'inference', got {pooling!r}")
-        dense_masks = options.get("dense_attention_masks", True)
-        if not (isinstance(dense_masks, bool) or dense_masks == "all"):
-            raise BackendOptionError(f"fusec: option 'dense_attention_masks' must be True, False or 'all', got {dense_masks!r}")
+        graphs, overlap = (_flag(options, name) is True for name in ("cudagraphs", "overlap_collectives"))
+        pooling = _flag(options, "native_pooling", "inference", word="inference")
+        dense_masks = _flag(options, "dense_attention_masks", True, word="all")
         if graphs and execute == "interpret":
             raise BackendOptionError("fusec: option 'cudagraphs' needs execute='triton' (the interpreter launches nothing)")
         return BackendOptions(pipeline, Path(dump) if dump else env.dump_dir(), execute or "triton", workers, pooling,
@@ -118,10 +114,12 @@ class BackendOptions:
         return self.pipeline
 
 
-def _flag(options: dict, name: str) -> bool:
-    value = options.get(name, False)
-    if not isinstance(value, bool):
-        raise BackendOptionError(f"fusec: option {name!r} must be True or False, got {value!r}")
+def _flag(options: dict, name: str, default: bool | str = False, word: str | None = None) -> bool | str:
+    """A boolean option, or ``word`` where the option also takes that one string."""
+    value = options.get(name, default)
+    if not (isinstance(value, bool) or (word is not None and value == word)):
+        allowed = "True or False" if word is None else f"True, False or {word!r}"
+        raise BackendOptionError(f"fusec: option {name!r} must be {allowed}, got {value!r}")
     return value
 
 

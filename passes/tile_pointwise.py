@@ -124,8 +124,7 @@ def _split_x(e: sympy.Expr, w: sympy.Expr, domain: tuple[sympy.Expr, ...]) -> sy
                 return k * X + FloorDiv(R, d) if isinstance(t, FloorDiv) else Mod(R, d)
         if X not in t.free_symbols:  # rebuilding re-evaluates each floordiv/mod: only what holds x is rebuilt
             return t
-        args = [walk(a) for a in t.args]
-        return t if args == list(t.args) else t.func(*args)
+        return t.func(*[walk(a) for a in t.args])
 
     return simplify_in_domain(walk(e), domain)
 

@@ -30,6 +30,7 @@ from fusec.analysis import collectives
 from fusec.base import dtypes, remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph
+from fusec.frontend.decompositions import POOLING
 
 
 class Decline(Exception):
@@ -59,10 +60,6 @@ Lowering = Callable[[GraphBuilder, Call], object]
 TABLE: dict[str, Lowering] = {}
 
 # Library calls and random numbers run as torch calls by design: no remark.
-# Pooling has a native form as a decomposition (fusec.frontend.pooling), chosen per graph by the backend
-_POOLING = {"max_pool2d_with_indices.default", "max_pool2d_with_indices_backward.default", "avg_pool2d.default",
-            "avg_pool2d_backward.default"}
-
 DESIGNED_EXTERNS = {
     "mm", "bmm", "addmm", "baddbmm", "convolution", "convolution_backward", "_convolution",
     "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
@@ -94,7 +91,7 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
     if lowering is None:
         if target.namespace == "aten" and target._opname in DESIGNED_EXTERNS:
             return imp.extern()
-        if key in _POOLING:
+        if key in POOLING:  # its native form is a decomposition (fusec.frontend.pooling) the backend chooses per graph
             return imp.extern(reason="native pooling is off for this graph or its window plane has symbolic sizes "
                                      "(pooling is lowered natively in inference graphs by default, in every graph "
                                      "with options={'native_pooling': True})")
