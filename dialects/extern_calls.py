@@ -35,6 +35,11 @@ def resolve_target(target: str) -> Callable:
     return obj
 
 
+# Ops whose result is always a new row-major tensor (their kernels allocate it so, whatever the operands' layouts):
+# a launcher knows its layout without asking it for its strides on every call.
+ROW_MAJOR_RESULTS = frozenset({"aten.mm.default", "aten.bmm.default", "aten.addmm.default"})
+
+
 @dataclass(frozen=True)
 class Code:
     """Host source text standing for a value (a buffer name, a size computed on the host)."""

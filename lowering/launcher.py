@@ -437,6 +437,8 @@ class _LauncherWriter:
             t = tensor_type_of(r)
             layout = self.shape_tuple(t.layout)
             self.layouts[name] = _declared(t)
+            if target in externs.ROW_MAJOR_RESULTS and _row_major(t):
+                continue
             # An op may return an undefined tensor (None) where its meta function promised an empty one
             # (fused attention's sequence offsets): it passes on as None, as in eager.
             lines.append(f"if {name} is not None and {name}.stride() != {layout}:")
@@ -454,9 +456,9 @@ class _LauncherWriter:
         t = tensor_type_of(op.result)
         known = self.layouts.get(src)
         layout = view_layout(op, known) if known is not None else None
-        if known is not None and layout is not None and not _is_graph_output(op.result):
-            # Made in one call from what the launcher knows; a graph output keeps torch's own view (its strides
-            # of size-1 dims are what eager's are).
+        if known is not None and layout is not None and (layout.exact or not _is_graph_output(op.result)):
+            # Made in one call from what the launcher knows; a graph output only where its strides are those torch's
+            # view would have, size-1 dims included (what eager's are), else it is torch's own view.
             self.layouts[out] = layout
             if op.result in self.absorbed:  # only views read it: made from its root by each of them
                 self.deferred[out] = self.deferred.get(src, src)
@@ -620,6 +622,11 @@ def _is_view_extern(op) -> bool:
         return False
     alias = schema.returns[0].alias_info if len(schema.returns) == 1 else None
     return alias is not None and not alias.is_write
+
+
+def _row_major(t: F.TensorType) -> bool:
+    """Declared row-major, size-1 dims included (the strides torch gives a new tensor)."""
+    return all(sympy.expand(s - c) == 0 for s, c in zip(t.layout, shapes.contiguous_strides(list(t.dims)), strict=True))
 
 
 def _declared(t: F.TensorType) -> Layout:

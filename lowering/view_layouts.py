@@ -25,6 +25,9 @@ class Layout(NamedTuple):
     dims: tuple[sympy.Expr, ...]
     strides: tuple[sympy.Expr, ...]
     offset: sympy.Expr  # elements past the storage offset of the buffer the chain of views started from
+    # the strides torch's own view ops would give, size-1 dims included (a graph output's view must have those:
+    # AOTAutograd and the user see them); False where only the strides of dims of size other than 1 are known
+    exact: bool = True
 
 
 def same_strides(dims: Sequence[sympy.Expr], a: Sequence[sympy.Expr], b: Sequence[sympy.Expr]) -> bool:
@@ -67,14 +70,35 @@ def _view_strides(old_dims: Sequence[int], old_strides: Sequence[int], new_dims:
     return new_strides if view_d == -1 else None
 
 
-def _reshape_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...] | None:
-    if is_contiguous(src.dims, src.strides):
-        return tuple(shapes.contiguous_strides(list(dims)))
+def _reshape_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[tuple[sympy.Expr, ...], bool] | None:
+    """The strides of ``src.reshape(dims)`` where it is a view, and whether they are torch's own (``Layout.exact``)."""
+    # (torch gives an empty tensor's view other strides: not this rule's)
+    if src.exact and not any(d == 0 for d in (*src.dims, *dims)) and all(
+            sympy.expand(s - c) == 0 for s, c in zip(src.strides, shapes.contiguous_strides(list(src.dims)), strict=True)):
+        return tuple(shapes.contiguous_strides(list(dims))), True  # one chunk: computeStride's strides are these
     numbers = [*src.dims, *src.strides, *dims]
-    if not src.dims or not all(n.is_Integer for n in numbers) or any(d == 0 for d in src.dims):
-        return None
-    strides = _view_strides([int(d) for d in src.dims], [int(s) for s in src.strides], [int(d) for d in dims])
-    return None if strides is None else tuple(sympy.Integer(s) for s in strides)
+    if src.dims and all(n.is_Integer for n in numbers) and not any(d == 0 for d in src.dims):
+        strides = _view_strides([int(d) for d in src.dims], [int(s) for s in src.strides], [int(d) for d in dims])
+        return None if strides is None else (tuple(sympy.Integer(s) for s in strides), src.exact)
+    if is_contiguous(src.dims, src.strides):  # right where a dim has more than one element
+        return tuple(shapes.contiguous_strides(list(dims))), False
+    return None
+
+
+def _expand_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
+    """torch's ``inferExpandGeometry``: an expanded dim's stride is 0; a new leading dim of size 1 gets the
+    stride of a dense dim above the next one."""
+    lead = len(dims) - len(src.dims)
+    strides: list[sympy.Expr] = [sympy.Integer(0)] * len(dims)
+    if not src.dims:  # a scalar's expansion: every stride 0, size-1 dims too
+        return tuple(strides)
+    for i in reversed(range(len(dims))):
+        if i >= lead:
+            size, stride = src.dims[i - lead], src.strides[i - lead]
+        else:
+            size, stride = sympy.Integer(1), dims[i + 1] * strides[i + 1] if i + 1 < len(dims) else sympy.Integer(1)
+        strides[i] = sympy.Integer(0) if size != dims[i] else stride
+    return tuple(strides)
 
 
 def view_layout(op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp, src: Layout) -> Layout | None:
@@ -82,18 +106,14 @@ def view_layout(op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp, src: Lay
     dims = tuple(tensor_type_of(op.result).dims)
     if isinstance(op, F.PermuteOp):
         perm = op.perm_list
-        return Layout(tuple(src.dims[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset)
+        return Layout(tuple(src.dims[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset, src.exact)
     if isinstance(op, F.ExpandOp):
-        lead = len(dims) - len(src.dims)
-        strides = [sympy.Integer(0)] * lead
-        for k, (d, s) in enumerate(zip(src.dims, src.strides, strict=True)):
-            strides.append(sympy.Integer(0) if d == 1 and dims[lead + k] != 1 else s)
-        return Layout(dims, tuple(strides), src.offset)
+        return Layout(dims, _expand_strides(src, dims), src.offset, src.exact)
     if isinstance(op, F.SliceOp):
         d = op.dim.data
         sliced = list(src.strides)
         offset = src.offset + op.start.data * sliced[d]
         sliced[d] = sliced[d] * op.step.data
-        return Layout(dims, tuple(sliced), offset)
+        return Layout(dims, tuple(sliced), offset, src.exact)
     reshaped = _reshape_strides(src, dims)
-    return None if reshaped is None else Layout(dims, reshaped, src.offset)
+    return None if reshaped is None else Layout(dims, reshaped[0], src.offset, reshaped[1])

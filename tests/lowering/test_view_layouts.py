@@ -59,3 +59,37 @@ def test_chained_views_of_buffers_feed_externs_as_torch_views_would(dynamic, tmp
         torch.testing.assert_close(g_, w_)
     launchers = "".join(p.read_text() for p in tmp_path.glob("*/launcher.py"))
     assert "_reinterpret(" in launchers, launchers
+
+
+def test_expanded_strides_are_torchs_size_1_dims_included():
+    """``_expand_strides`` is torch's inferExpandGeometry: a new leading dim of size 1 keeps a dense stride."""
+    import sympy
+
+    from fusec.lowering.view_layouts import Layout, _expand_strides
+
+    rng = random.Random(1)
+    for _ in range(500):
+        dims = [rng.choice([1, 2, 3]) for _ in range(rng.randint(0, 3))]
+        x = torch.empty(dims).permute(*rng.sample(range(len(dims)), len(dims))) if dims else torch.empty(())
+        target = [rng.choice([1, 2]) for _ in range(rng.randint(0, 2))] + [rng.choice([d, 4]) if d == 1 else d for d in x.shape]
+        src = Layout(tuple(sympy.Integer(d) for d in x.shape), tuple(sympy.Integer(s) for s in x.stride()), sympy.Integer(0))
+        got = _expand_strides(src, tuple(sympy.Integer(d) for d in target))
+        assert [int(s) for s in got] == list(x.expand(target).stride()), (list(x.shape), list(x.stride()), target)
+
+
+def test_views_returned_by_the_graph_are_made_in_one_call_with_eagers_strides(tmp_path):
+    """A graph output that is a view of a kernel's buffer (a saved activation, a weight gradient's transpose) is made
+    by ``_reinterpret`` with the strides torch's own view gives, size-1 dims included."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, generator=g)
+
+    def f(x):
+        y = x * 2
+        return y.reshape(4, 1, 6), y.t().unsqueeze(0), (x + 1).unsqueeze(1).expand(4, 3, 6), y[1:3].reshape(1, 12)
+
+    got = torch.compile(f, backend="fusec", options={"dump_dir": str(tmp_path)})(x)
+    for g_, w_ in zip(got, f(x), strict=True):
+        torch.testing.assert_close(g_, w_)
+        assert g_.stride() == w_.stride(), (g_.shape, g_.stride(), w_.stride())
+    launchers = "".join(p.read_text() for p in tmp_path.glob("*/launcher.py"))
+    assert "_reinterpret(" in launchers and ".reshape(" not in launchers and ".permute(" not in launchers, launchers
