@@ -60,6 +60,9 @@ def test_on_the_gpu_each_key_holds_the_kernel_triton_picks(n, offset):
     (function,) = [entry[1] for entry in runner.compiled.values()]
     assert module.double[(1,)](a, out, n, 128, num_warps=4).function == function
     assert runner.key(4, (a, out, n, 128)) == (4, offset == 0, int_class(n))
+    import triton
+    if triton.__version__.startswith("3.6"):  # its C launch is called directly
+        assert all(entry[3] is not None for entry in runner.compiled.values())
 
 
 class _FakeCompiled:
@@ -202,3 +205,51 @@ builtin.module {
   }
 }
 """
+
+
+class _Triton36Launcher:
+    """Triton 3.6's CudaLauncher as far as _c_launch reads it: __call__ only adds empty scratch buffers."""
+
+    launch_cooperative_grid, launch_pdl = False, True
+    global_scratch_size = profile_scratch_size = global_scratch_align = profile_scratch_align = 0
+    _allocation = None
+
+    def __init__(self, log):
+        self.log = log
+
+    def launch(self, *args):
+        self.log.append(args)
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        def allocate_scratch(size, align, allocator):
+            return None
+
+        global_scratch = allocate_scratch(self.global_scratch_size, self.global_scratch_align, self._allocation)
+        profile_scratch = allocate_scratch(self.profile_scratch_size, self.profile_scratch_align, self._allocation)
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    global_scratch, profile_scratch, *args)
+
+
+class _Triton39Launcher(_Triton36Launcher):
+    """Triton 3.9's: named metadata parameters and the kernel's arguments passed as one tuple."""
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, launch_enter_hook,
+                 launch_exit_hook, *args):
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    kernel_metadata, launch_metadata, launch_enter_hook, launch_exit_hook, None, None,
+                    self.arg_annotations, self.kernel_signature, args)
+
+
+def test_the_c_launch_is_called_directly_only_where_it_takes_what_tritons_call_would_pass():
+    from fusec.runtime.kernel_runner import _c_launch
+
+    log: list = []
+    launcher = _Triton36Launcher(log)
+    launch, cooperative, pdl = _c_launch(launcher)
+    launch(8, 1, 1, "stream", "function", cooperative, pdl, None, None, "metadata", None, None, None, "x", 3)
+    launcher(8, 1, 1, "stream", "function", "metadata", None, None, None, "x", 3)
+    assert log[0] == log[1]  # the same C call as through Triton's own __call__
+    assert _c_launch(_Triton39Launcher(log)) is None
+    launcher.global_scratch_size = 128  # scratch to allocate: Triton's __call__ does it
+    assert _c_launch(launcher) is None
+    assert _c_launch(_FakeCompiled(log, None).run) is None
