@@ -80,9 +80,31 @@ def _reshape_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[tuple[s
     if src.dims and all(n.is_Integer for n in numbers) and not any(d == 0 for d in src.dims):
         strides = _view_strides([int(d) for d in src.dims], [int(s) for s in src.strides], [int(d) for d in dims])
         return None if strides is None else (tuple(sympy.Integer(s) for s in strides), src.exact)
+    inserted = _size_1_dims_inserted(src, dims)
+    if inserted is not None:
+        return inserted, src.exact
     if is_contiguous(src.dims, src.strides):  # right where a dim has more than one element
         return tuple(shapes.contiguous_strides(list(dims))), False
     return None
+
+
+def _size_1_dims_inserted(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...] | None:
+    """The strides computeStride gives a reshape that only inserts dims of size 1 into a source with none (an
+    unsqueeze, symbolic sizes included): the source's dims keep theirs, an inserted dim gets the extent (size times
+    stride) of the first source dim to its right, or the last dim's stride where none is; None for any other reshape."""
+    if not src.dims or any(d == 1 or d == 0 for d in src.dims):
+        return None
+    strides: list[sympy.Expr] = []
+    k = len(src.dims)
+    for d in reversed(dims):
+        if k > 0 and d == src.dims[k - 1]:
+            k -= 1
+            strides.append(src.strides[k])
+        elif d == 1:
+            strides.append(src.dims[k] * src.strides[k] if k < len(src.dims) else src.strides[-1])
+        else:
+            return None
+    return tuple(reversed(strides)) if k == 0 else None
 
 
 def _expand_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:

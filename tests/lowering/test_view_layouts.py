@@ -77,19 +77,51 @@ def test_expanded_strides_are_torchs_size_1_dims_included():
         assert [int(s) for s in got] == list(x.expand(target).stride()), (list(x.shape), list(x.stride()), target)
 
 
-def test_views_returned_by_the_graph_are_made_in_one_call_with_eagers_strides(tmp_path):
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_views_returned_by_the_graph_are_made_in_one_call_with_eagers_strides(dynamic, tmp_path):
     """A graph output that is a view of a kernel's buffer (a saved activation, a weight gradient's transpose) is made
-    by ``_reinterpret`` with the strides torch's own view gives, size-1 dims included."""
+    by ``_reinterpret`` with the strides torch's own view gives, size-1 dims included, symbolic sizes too."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4, 6, generator=g)
 
     def f(x):
+        n, m = x.shape
         y = x * 2
-        return y.reshape(4, 1, 6), y.t().unsqueeze(0), (x + 1).unsqueeze(1).expand(4, 3, 6), y[1:3].reshape(1, 12)
+        return y.reshape(n, 1, m), y.t().unsqueeze(0), (x + 1).unsqueeze(1).expand(n, 3, m), y[1:3].reshape(1, 2 * m)
 
-    got = torch.compile(f, backend="fusec", options={"dump_dir": str(tmp_path)})(x)
+    got = torch.compile(f, backend="fusec", dynamic=dynamic, options={"dump_dir": str(tmp_path)})(x)
     for g_, w_ in zip(got, f(x), strict=True):
         torch.testing.assert_close(g_, w_)
         assert g_.stride() == w_.stride(), (g_.shape, g_.stride(), w_.stride())
+    if dynamic:  # one compile, for these sizes and others
+        x2 = torch.randn(5, 7, generator=g)
+        for g_, w_ in zip(torch.compile(f, backend="fusec", dynamic=True)(x2), f(x2), strict=True):
+            torch.testing.assert_close(g_, w_)
+            assert g_.stride() == w_.stride()
     launchers = "".join(p.read_text() for p in tmp_path.glob("*/launcher.py"))
     assert "_reinterpret(" in launchers and ".reshape(" not in launchers and ".permute(" not in launchers, launchers
+
+
+def test_size_1_dims_inserted_get_torchs_strides():
+    """The symbolic-size rule for a reshape that only inserts size-1 dims, checked on integer sizes against torch's
+    view (permuted and narrowed sources), size-1 dims included."""
+    import sympy
+
+    from fusec.lowering.view_layouts import Layout, _size_1_dims_inserted
+
+    rng = random.Random(2)
+    for _ in range(1000):
+        dims = [rng.choice([2, 3, 4]) for _ in range(rng.randint(1, 3))]
+        y = torch.empty(dims).permute(*rng.sample(range(len(dims)), len(dims)))
+        if rng.random() < 0.5:
+            d = rng.randrange(y.dim())
+            y = y.narrow(d, 0, y.shape[d] - 1) if y.shape[d] > 2 else y
+        new = list(y.shape)
+        for _ in range(rng.randint(1, 3)):
+            new.insert(rng.randrange(len(new) + 1), 1)
+        src = Layout(tuple(sympy.Integer(d) for d in y.shape), tuple(sympy.Integer(s) for s in y.stride()),
+                     sympy.Integer(0))
+        got = _size_1_dims_inserted(src, tuple(sympy.Integer(d) for d in new))
+        assert got is not None and [int(s) for s in got] == list(y.view(new).stride()), (list(y.shape), y.stride(), new)
+    assert _size_1_dims_inserted(Layout((sympy.Integer(2),), (sympy.Integer(1),), sympy.Integer(0)),
+                                 (sympy.Integer(1), sympy.Integer(3))) is None
