@@ -4,17 +4,17 @@ ViT-tiny's and BERT's sizes, with and without an additive mask.
     python bench/attention_host.py
 
 Host: wall per call over 300 calls without synchronising (host-bound: the queue never fills); device: the CUDA
-profiler's kernel time per call over 20 calls, measured after every host timing (launches stay slower after it).
+profiler's kernel time per call over 20 calls, measured after every host timing (launches stay slower after it);
+both timers are host_profile.py's.
 """
 
 from __future__ import annotations
 
 import functools
-import time
 
 import torch
+from host_profile import host_us, kernel_us
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
 
 SIZES = {"vit": (16, 3, 197, 64), "bert": (8, 12, 128, 64)}  # batch, heads, tokens, head dim
 KERNELS = (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
@@ -26,24 +26,9 @@ def step(kernel, q, k, v, grad, mask) -> None:
     out.backward(grad)
 
 
-def host_us(fn, calls: int = 300) -> float:
+def warm(fn) -> None:
     for _ in range(20):
         fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
-
-
-def device_us(fn, calls: int = 20) -> float:
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    return sum(e.self_device_time_total for e in prof.key_averages()) / calls
 
 
 def main() -> None:
@@ -58,10 +43,11 @@ def main() -> None:
                 if masked and kernel == SDPBackend.FLASH_ATTENTION:
                     continue  # flash attention takes no mask
                 fn = functools.partial(step, kernel, q, k, v, grad, mask if masked else None)
-                rows.append((f"{name} {'mask' if masked else 'none'} {kernel.name}", fn, host_us(fn)))
+                warm(fn)
+                rows.append((f"{name} {'mask' if masked else 'none'} {kernel.name}", fn, host_us(fn, 300)))
     print(f"{'call':40s} {'host us':>9s} {'device us':>9s}")
     for label, fn, host in rows:
-        print(f"{label:40s} {host:9.1f} {device_us(fn):9.1f}")
+        print(f"{label:40s} {host:9.1f} {kernel_us(fn):9.1f}")
 
 
 if __name__ == "__main__":
