@@ -437,7 +437,7 @@ class _LauncherWriter:
             t = tensor_type_of(r)
             layout = self.shape_tuple(t.layout)
             self.layouts[name] = _declared(t)
-            if target in externs.ROW_MAJOR_RESULTS and _row_major(t):
+            if target in externs.ROW_MAJOR_RESULTS and t.is_contiguous:  # row-major, size-1 dims included
                 continue
             # An op may return an undefined tensor (None) where its meta function promised an empty one
             # (fused attention's sequence offsets): it passes on as None, as in eager.
@@ -622,11 +622,6 @@ def _is_view_extern(op) -> bool:
         return False
     alias = schema.returns[0].alias_info if len(schema.returns) == 1 else None
     return alias is not None and not alias.is_write
-
-
-def _row_major(t: F.TensorType) -> bool:
-    """Declared row-major, size-1 dims included (the strides torch gives a new tensor)."""
-    return all(sympy.expand(s - c) == 0 for s, c in zip(t.layout, shapes.contiguous_strides(list(t.dims)), strict=True))
 
 
 def _declared(t: F.TensorType) -> Layout:

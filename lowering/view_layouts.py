@@ -40,6 +40,12 @@ def is_contiguous(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> 
     return same_strides(dims, strides, shapes.contiguous_strides(list(dims)))
 
 
+def is_row_major(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
+    """Row-major, size-1 dims included: the strides torch gives a new tensor of these dims (the rule by which a
+    ``TensorType`` drops its strides: ``TensorType.is_contiguous``)."""
+    return all(shapes.provably_equal(s, c) for s, c in zip(strides, shapes.contiguous_strides(list(dims)), strict=True))
+
+
 def dim_order(dims: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> tuple[int, ...] | None:
     """The order of a dense layout's dims, outermost first (channels-last NCHW: ``(0, 2, 3, 1)``), where it is not
     row-major; None where it is row-major (size-1 dims aside) or not dense."""
@@ -73,8 +79,7 @@ def _view_strides(old_dims: Sequence[int], old_strides: Sequence[int], new_dims:
 def _reshape_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[tuple[sympy.Expr, ...], bool] | None:
     """The strides of ``src.reshape(dims)`` where it is a view, and whether they are torch's own (``Layout.exact``)."""
     # (torch gives an empty tensor's view other strides: not this rule's)
-    if src.exact and not any(d == 0 for d in (*src.dims, *dims)) and all(
-            sympy.expand(s - c) == 0 for s, c in zip(src.strides, shapes.contiguous_strides(list(src.dims)), strict=True)):
+    if src.exact and not any(d == 0 for d in (*src.dims, *dims)) and is_row_major(src.dims, src.strides):
         return tuple(shapes.contiguous_strides(list(dims))), True  # one chunk: computeStride's strides are these
     numbers = [*src.dims, *src.strides, *dims]
     if src.dims and all(n.is_Integer for n in numbers) and not any(d == 0 for d in src.dims):
@@ -118,7 +123,7 @@ def _expand_strides(src: Layout, dims: tuple[sympy.Expr, ...]) -> tuple[sympy.Ex
         if i >= lead:
             size, stride = src.dims[i - lead], src.strides[i - lead]
         else:
-            size, stride = sympy.Integer(1), dims[i + 1] * strides[i + 1] if i + 1 < len(dims) else sympy.Integer(1)
+            size, stride = sympy.Integer(1), dims[i + 1] * strides[i + 1]  # i + 1 exists: src has dims
         strides[i] = sympy.Integer(0) if size != dims[i] else stride
     return tuple(strides)
 
