@@ -11,7 +11,8 @@ wd [2048, 5632];
 ``linear_residual_layernorm``: layer_norm(x @ w.t() + b + residual), x [8192, 1024], w [1024, 1024].
 Backends: ``matmul`` (the pattern's matmuls alone, eager: cuBLAS, the yardstick the others are divided by),
 ``eager``, ``inductor`` (torch.compile), ``inductor-combo`` (combo_kernels; skipped where torch has no such
-option), ``fusec``; ``--dynamic`` compiles with dynamic=True.
+option), ``fusec``, ``fusec+PASS{OPTIONS}+...`` (the default pipeline with those passes' options, as in
+bench/models.py); ``--dynamic`` compiles with dynamic=True.
 
 For each (pattern, backend): the largest relative error (in norm, bench/models.py's ``rel_error``) against the
 same function run eagerly on fp32 copies of the inputs (WRONG above 2e-2 in bf16/fp16, 1e-4 in fp32), the
@@ -41,7 +42,7 @@ from unittest import mock
 
 import torch
 import torch.nn.functional as Fn
-from models import profile_kernels, rel_error
+from models import fusec_variant, profile_kernels, rel_error
 
 import fusec  # noqa: F401  (registers the "fusec" backend with Dynamo)
 from fusec.tools.benchmark import compiled, markdown_table, profile_call
@@ -174,7 +175,11 @@ def measure(pattern: Pattern, backend: str, inputs: list[torch.Tensor], want: li
     row = Row(pattern.name, backend)
     fn = pattern.matmuls if backend == "matmul" else pattern.fn
     fallbacks: list[str] = []
-    if backend in COMPILED:
+    if backend.startswith("fusec+"):  # the default pipeline with some passes' options (bench/models.py's variants)
+        torch._dynamo.reset()
+        f = torch.compile(fn, backend="fusec", dynamic=args.dynamic, options=fusec_variant(backend))
+        got, row.first_s, fallbacks = first_call(f, inputs, args.device)
+    elif backend in COMPILED:
         f = compiled(fn, backend, args.dynamic)
         got, row.first_s, fallbacks = first_call(f, inputs, args.device)
     else:
@@ -257,7 +262,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.patterns = args.patterns.split(",")
     args.backends = (args.backends or ",".join(BACKENDS if args.device == "cuda" else ("matmul", "eager", "fusec"))).split(",")
     for kind, wanted, known in (("pattern", args.patterns, names), ("backend", args.backends, set(BACKENDS))):
-        unknown = [w for w in wanted if w not in known]
+        unknown = [w for w in wanted if w not in known and not (kind == "backend" and w.startswith("fusec+"))]
         if unknown:
             p.error(f"unknown {kind} {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if args.calls is None:

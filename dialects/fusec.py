@@ -112,9 +112,11 @@ from fusec.dialects.attributes import (
 from fusec.dialects.graph_ops import (
     ALIGNED_INPUTS,
     CUDNN_ALLOW_TF32_MARK,
+    DEVICE_CAPABILITY_MARK,
     DEVICE_MARK,
     FLOAT32_MATMUL_PRECISION_MARK,
     INPUT_MUTATIONS,
+    SM_COUNT_MARK,
     CatOp,
     ConstantOp,
     ExternOp,
@@ -163,7 +165,8 @@ __all__ = [
     # pointwise functions and reductions
     "POINTWISE_FUNCTIONS", "PREDICATES", "REDUCTIONS", "broadcast_types", "reduction_result_type",
     # graph ops and views
-    "ALIGNED_INPUTS", "CUDNN_ALLOW_TF32_MARK", "DEVICE_MARK", "INPUT_MUTATIONS", "FLOAT32_MATMUL_PRECISION_MARK",
+    "ALIGNED_INPUTS", "CUDNN_ALLOW_TF32_MARK", "DEVICE_CAPABILITY_MARK", "DEVICE_MARK", "INPUT_MUTATIONS",
+    "FLOAT32_MATMUL_PRECISION_MARK", "SM_COUNT_MARK",
     "CatOp", "ConstantOp", "ExternOp", "GatherOp", "GraphOp", "IndexOp", "OutputOp", "PointwiseCanonicalization",
     "VIEW_OPS", "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",

@@ -66,6 +66,10 @@ __all__ = [
 DEVICE_MARK = "fusec.device"
 FLOAT32_MATMUL_PRECISION_MARK = "fusec.float32_matmul_precision"
 CUDNN_ALLOW_TF32_MARK = "fusec.cudnn_allow_tf32"
+# A CUDA graph's GPU, for schedules that depend on it: its compute capability (major * 10 + minor: 90 is Hopper) and
+# its SM count.
+DEVICE_CAPABILITY_MARK = "fusec.device_capability"
+SM_COUNT_MARK = "fusec.sm_count"
 # Inputs a call writes (a batch norm's running statistics, kept in the graph by AOTAutograd):
 # ``[[input, output, in_place], ...]``: after a call, graph input ``input`` holds output ``output``'s value;
 # ``in_place`` (1: decided by the mutate-in-place pass) has the output's kernel store it straight into the input.

@@ -55,6 +55,10 @@ class MatmulTiles:
     approx_tanh: the epilogue's tanh is the GPU's one-instruction approximation (relative error below 2**-10.9):
         every float the kernel stores is rounded to 16 bits, which loses more.  libdevice's exact tanh ran
         serialized after the main loop at 1.6x the matmul's time (8192x1024x4096 bf16, H200).
+    programs: 0 for a program per tile; else at most this many programs (the GPU's SMs), each looping over the
+        tiles (a persistent matmul: the next tile's loads overlap this one's epilogue).
+    tma: the operands' tiles are loaded through tensor descriptors (Hopper's TMA unit) where their pointers are
+        16-byte aligned at the call (the launcher checks those it cannot know); else through pointers.
     """
 
     block_m: int
@@ -65,12 +69,15 @@ class MatmulTiles:
     group_m: int
     tf32: bool = False
     approx_tanh: bool = False
+    programs: int = 0
+    tma: bool = False
 
     def items(self) -> list[str]:
         """As ``schedule(...)`` prints them."""
         return ([f"tile = [{self.block_m}, {self.block_n}, {self.block_k}]", f"warps = {self.warps}",
                  f"stages = {self.stages}", f"group_m = {self.group_m}"] + (["tf32"] if self.tf32 else [])
-                + (["approx_tanh"] if self.approx_tanh else []))
+                + (["approx_tanh"] if self.approx_tanh else [])
+                + ([f"programs = {self.programs}"] if self.programs else []) + (["tma"] if self.tma else []))
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,8 @@ class KernelOp(IRDLOperation):
     group_m = opt_prop_def(IntegerAttr)
     tf32 = opt_prop_def(UnitAttr)
     approx_tanh = opt_prop_def(UnitAttr)
+    programs = opt_prop_def(IntegerAttr)
+    tma = opt_prop_def(UnitAttr)
     inputs = var_operand_def()
     outputs = var_result_def()
     body = region_def("single_block")
@@ -195,7 +204,8 @@ class KernelOp(IRDLOperation):
         if self.tile is not None and self.num_warps is not None and self.num_stages is not None and self.group_m is not None:
             m, n, k = (a.value.data for a in self.tile.data)
             tiles = MatmulTiles(m, n, k, self.num_warps.value.data, self.num_stages.value.data, self.group_m.value.data,
-                                self.tf32 is not None, self.approx_tanh is not None)
+                                self.tf32 is not None, self.approx_tanh is not None,
+                                self.programs.value.data if self.programs is not None else 0, self.tma is not None)
         elif self.num_warps is not None:
             warps = self.num_warps.value.data
         return KernelSchedule(self.schedule_kind.data, index, self.outer is not None, rblock, up_to, tiles, per_thread,
@@ -218,7 +228,7 @@ class KernelOp(IRDLOperation):
         self.properties["schedule_kind"] = StringAttr(schedule.kind)
         self.properties["index_type"] = StringAttr(schedule.index)
         for key in ("outer", "max_rblock", "persistent_up_to", "per_thread", "tile", "num_warps", "num_stages", "group_m", "tf32",
-                    "approx_tanh"):
+                    "approx_tanh", "programs", "tma"):
             self.properties.pop(key, None)
         if (t := schedule.tiles) is not None:
             self.properties["tile"] = ArrayAttr([IntegerAttr(v, 64) for v in (t.block_m, t.block_n, t.block_k)])
@@ -229,6 +239,10 @@ class KernelOp(IRDLOperation):
                 self.properties["tf32"] = UnitAttr()
             if t.approx_tanh:
                 self.properties["approx_tanh"] = UnitAttr()
+            if t.programs:
+                self.properties["programs"] = IntegerAttr(t.programs, 64)
+            if t.tma:
+                self.properties["tma"] = UnitAttr()
         if schedule.outer:
             self.properties["outer"] = UnitAttr()
         if schedule.max_rblock is not None:
@@ -356,7 +370,7 @@ class KernelOp(IRDLOperation):
             if any(p is not None for p in (self.index_type, self.outer, self.max_rblock, self.persistent_up_to,
                                            self.per_thread, self.tile,
                                            self.num_warps, self.num_stages, self.group_m, self.tf32,
-                                           self.approx_tanh)):
+                                           self.approx_tanh, self.programs, self.tma)):
                 raise VerifyException(f"{where}: index_type, outer, max_rblock, persistent_up_to, per_thread and a matmul's tiles "
                                       "belong to a schedule; it has none")
             return
@@ -395,6 +409,8 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"{where}: a matmul's tile sizes must be powers of 2 of at least 16 (tl.dot)")
             if t.warps not in (1, 2, 4, 8, 16) or t.stages < 1 or t.group_m < 1:
                 raise VerifyException(f"{where}: warps must be 1, 2, 4, 8 or 16; stages and group_m at least 1")
+            if t.programs < 0:
+                raise VerifyException(f"{where}: a matmul's programs must be positive (or absent: a program a tile)")
 
     def _verify_matmul_dims(self, where: str) -> None:
         if (dims := self.matmul_dims) is None:
@@ -445,10 +461,10 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
     kind = parser.parse_identifier()
     parser.parse_punctuation(",")
     index = parser.parse_identifier()
-    outer = tf32 = approx_tanh = False
+    outer = tf32 = approx_tanh = tma = False
     tile: list[int] | None = None
     numbers: dict[str, int | None] = dict.fromkeys(("max_rblock", "persistent_up_to", "per_thread", "warps", "stages",
-                                                    "group_m"))
+                                                    "group_m", "programs"))
     while parser.parse_optional_punctuation(",") is not None:
         if parser.parse_optional_keyword("outer") is not None:
             outer = True
@@ -459,6 +475,9 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
         if parser.parse_optional_keyword("approx_tanh") is not None:
             approx_tanh = True
             continue
+        if parser.parse_optional_keyword("tma") is not None:
+            tma = True
+            continue
         if parser.parse_optional_keyword("tile") is not None:
             parser.parse_punctuation("=")
             tile = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False))
@@ -468,17 +487,19 @@ def _parse_schedule(parser: Parser) -> KernelSchedule:
         key = next((k for k in numbers if parser.parse_optional_keyword(k) is not None), None)
         if key is None:
             parser.raise_error("expected outer, max_rblock, persistent_up_to, per_thread, or a matmul's tile, warps, stages, group_m, "
-                               "tf32, approx_tanh")
+                               "tf32, approx_tanh, programs, tma")
         parser.parse_punctuation("=")
         numbers[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
     parser.parse_punctuation(")")
     matmul = (numbers["warps"], numbers["stages"], numbers["group_m"])
     tiles, loop_warps = None, None
-    if tile is not None or any(v is not None for v in matmul[1:]) or tf32 or approx_tanh:
+    if tile is not None or any(v is not None for v in matmul[1:]) or tf32 or approx_tanh or tma \
+            or numbers["programs"] is not None:
         if tile is None or any(v is None for v in matmul):
             parser.raise_error("a matmul schedule needs tile, warps, stages and group_m")
         warps, stages, group_m = (int(v or 0) for v in matmul)
-        tiles = MatmulTiles(tile[0], tile[1], tile[2], warps, stages, group_m, tf32, approx_tanh)
+        tiles = MatmulTiles(tile[0], tile[1], tile[2], warps, stages, group_m, tf32, approx_tanh,
+                            int(numbers["programs"] or 0), tma)
     else:
         loop_warps = numbers["warps"]  # a looped outer reduction's (the verifier says where it may stand)
     return KernelSchedule(kind, index, outer, numbers["max_rblock"], numbers["persistent_up_to"], tiles,

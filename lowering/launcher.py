@@ -348,6 +348,9 @@ class _LauncherWriter:
         types = {name: str(tensor_type_of(v).element_type) for v, name in self.names.items() if name in names}
         return tuple(types.get(n, "?") for n in names)
 
+    def is_aligned(self, pointer: str) -> bool:
+        return pointer in self.aligned
+
     def launch(self, kernel: str, grid: str, warps: str, args: list[str], num_pointers: int,
                constexprs: list[tuple[str, str]]) -> str:
         """``kernel.launch(grid, warps, *args, *constexprs)``; records what its runner must key on.

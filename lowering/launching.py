@@ -66,3 +66,8 @@ class LaunchSite(Protocol):
                constexprs: list[tuple[str, str]]) -> str:
         """The launch call of ``kernel``."""
         ...
+
+    def is_aligned(self, pointer: str) -> bool:
+        """Whether the buffer in variable ``pointer`` is known to start 16-byte aligned (an allocation or an input the
+        prologue aligned), so a kernel needs no check of it per call."""
+        ...

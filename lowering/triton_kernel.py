@@ -56,7 +56,7 @@ from fusec.dialects.attributes import tensor_type_of
 from fusec.lowering import triton_ops as ops
 from fusec.lowering.expr_printer import triton_expr
 from fusec.lowering.launching import LaunchSite, config_code, launch_config
-from fusec.passes.kernel_index import matmul_coordinates, matmul_products
+from fusec.passes.kernel_index import matmul_coordinates, matmul_products, tile_operands
 from fusec.passes.schedule_kernels import DEFAULT_MAX_RBLOCK, decide_schedule, kernel_name, symbol_bounds
 
 DEFAULT_HINT = 8192  # a symbol with no hint: Inductor's guess for unbacked sizes
@@ -97,13 +97,14 @@ class TritonKernel:
     persistent_up_to: int | None = None
     tiles: F.MatmulTiles | None = None  # a matmul's (its schedule's)
     matmul_dims: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a matmul's [B, M, N]
+    tma_pointers: tuple[int, ...] = ()  # a tensor-descriptor matmul's operand pointers (positions among its pointers)
     per_thread: int = 0  # the schedule's limit on elements a thread holds (0: none)
     warps: int = 0  # a looped outer schedule's warps a program (0: the heuristic's)
 
     @property
     def constexprs(self) -> tuple[str, ...]:
         if self.kind == "matmul":
-            return MATMUL_CONSTEXPRS
+            return matmul_constexprs(self.tiles)
         return ("XBLOCK",) if self.kind == "pointwise" else ("XBLOCK", "RBLOCK")
 
     def config(self, xnumel: int, rnumel: int = 1) -> heuristics.LaunchConfig:
@@ -174,13 +175,27 @@ class TritonKernel:
         else:
             tiles = f"(({site.py(m)} + {t.block_m - 1}) // {t.block_m}) * (({site.py(n)} + {t.block_n - 1}) // {t.block_n})"
             grid = tiles if batch == 1 else f"{site.py(batch)} * {tiles}"
+        if t.programs:  # persistent: at most that many programs, each looping over tiles
+            grid = str(min(t.programs, int(grid))) if grid.isdigit() else f"min({t.programs}, {grid})"
         args = list(pointers) + [site.py(e) if e.free_symbols else str(int(e)) for _, e in self.size_args]
         blocks = [("BLOCK_M", str(t.block_m)), ("BLOCK_N", str(t.block_n)), ("BLOCK_K", str(t.block_k)), ("GROUP_M", str(t.group_m))]
+        if t.tma:  # tensor descriptors: 16-byte aligned operands, int32 sizes; checked per call where not known
+            checks = [f"{pointers[i]}.data_ptr() % 16 == 0" for i in dict.fromkeys(self.tma_pointers)
+                      if not site.is_aligned(pointers[i])]
+            checks += [f"{site.py(d)} < {2**31}" for d in (m, n, dict(self.size_args)["rnumel"]) if d.free_symbols]
+            fits = all(int(d) < 2**31 for d in (m, n, dict(self.size_args)["rnumel"]) if not d.free_symbols)
+            blocks.append(("TMA", "0" if not fits else f"int({' and '.join(checks)})" if checks else "1"))
         lines.append(site.launch(self.name, grid, str(t.warps), args, len(pointers), blocks))
         return lines
 
 
 MATMUL_CONSTEXPRS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
+
+
+def matmul_constexprs(tiles: F.MatmulTiles | None) -> tuple[str, ...]:
+    """A matmul kernel's constexprs: its tile, and ``TMA`` (whether this call's operands load through tensor
+    descriptors) where its schedule has them."""
+    return MATMUL_CONSTEXPRS + (("TMA",) if tiles is not None and tiles.tma else ())
 
 
 class LoweringError(ValueError):
@@ -705,6 +720,10 @@ class _MatmulWriter(_KernelWriter):
         self.names = {"mm_b": "$mm_b", "mm_m": "$mm_m", "mm_n": "$mm_n", **sizes}
         self.size_names = sizes
         self.dots, self.dot_ops = self._find_dots()
+        self.tile_operands = tile_operands(kernel) if self.tiles.tma else None
+        if self.tiles.tma and self.tile_operands is None:
+            raise LoweringError(f"fusec.kernel @{kernel.sym_name.data}: a tma schedule needs each operand a 2-D tensor "
+                                "with 16-byte aligned rows, contiguous along k or along m (A) or n (B), of an unbatched product")
 
     def where(self, op) -> str:
         return f"fusec.kernel @{self.kernel.sym_name.data} (matmul): {op.name}"
@@ -777,8 +796,7 @@ class _MatmulWriter(_KernelWriter):
 
     def operand(self, side: str) -> tuple[str, str]:
         """(the load of one k step's tile of A or B, its element dtype)."""
-        load = next(op for op, s in self.dot_ops.items() if s == side)
-        assert isinstance(load, F.LoadOp)
+        load = self.operand_load(side)
         k_name = "$k_row" if side == "a" else "$k_col"
         names = {**self.size_names, "mm_b": "$mm_b", "mm_m": "$a_rows", "mm_n": "$b_cols", "r": k_name}
         index = triton_expr(self.coordinates(load.index.data), names)
@@ -802,11 +820,14 @@ class _MatmulWriter(_KernelWriter):
         b_tiles = ["$b_tile"] if len(bs) == 1 else [f"$b_tile{i}" for i in range(len(bs))]
         precision = "" if a_dtype != "float32" else ', input_precision="tf32"' if t.tf32 else ', input_precision="ieee"'
         lines = [f"{acc} = tl.full([$BLOCK_M, $BLOCK_N], 0.0, tl.float32)" for acc in accs]
-        lines += [f"for $k0 in tl.range(0, $rnumel, $BLOCK_K, num_stages={t.stages}):",
-                  "    $k_row = $k0 + tl.arange(0, $BLOCK_K)[None, :]",
-                  "    $k_col = $k0 + tl.arange(0, $BLOCK_K)[:, None]",
-                  f"    $a_tile = {a}"]
-        lines += [f"    {tile} = {b}" for tile, b in zip(b_tiles, bs, strict=True)]
+        # A persistent kernel pipelines its loop over tiles (flattened with this one); a program a tile, this loop.
+        steps = "range(0, $rnumel, $BLOCK_K)" if t.programs else f"tl.range(0, $rnumel, $BLOCK_K, num_stages={t.stages})"
+        loads = ["$k_row = $k0 + tl.arange(0, $BLOCK_K)[None, :]", "$k_col = $k0 + tl.arange(0, $BLOCK_K)[:, None]",
+                 f"$a_tile = {a}"] + [f"{tile} = {b}" for tile, b in zip(b_tiles, bs, strict=True)]
+        if t.tma:
+            loads = (["if TMA:"] + ["    " + line for line in self.descriptor_loads(b_tiles)] + ["else:"]
+                     + ["    " + line for line in loads])
+        lines += [f"for $k0 in {steps}:"] + ["    " + line for line in loads]
         if a_dtype != "float32":
             lines += ["    if DOT_IN_FP32:", "        $a_tile = $a_tile.to(tl.float32)"]
             lines += [f"        {tile} = {tile}.to(tl.float32)" for tile in b_tiles]
@@ -815,14 +836,62 @@ class _MatmulWriter(_KernelWriter):
             self.values[dot.result] = _Value(acc, "float32", True, False)
         return _Stmt(self.dots[0], lines)
 
+    def descriptor_loads(self, b_tiles: list[str]) -> list[str]:
+        """One k step's tiles of A and B through the tensor descriptors ``descriptors`` made: rows, columns and k
+        past the tensor's end read as zeros (the unit pads them), so nothing wraps or masks."""
+        assert self.tile_operands is not None
+        lines = []
+        for i, (tile, operand) in enumerate(zip(["$a_tile", *b_tiles], self.tile_operands, strict=True)):
+            start = "$tile_m * $BLOCK_M" if i == 0 else "$tile_n * $BLOCK_N"
+            k = "$k0"
+            if self.index64:  # a descriptor's offsets are 32-bit (its sizes were checked to fit)
+                start, k = f"tl.cast({start}, tl.int32)", "tl.cast($k0, tl.int32)"
+            load = f"$desc{i}.load([{start}, {k}])" if operand.k_inner else f"$desc{i}.load([{k}, {start}])"
+            # tl.dot takes A as [BLOCK_M, BLOCK_K] and B as [BLOCK_K, BLOCK_N]: transposed where the layout is the other.
+            flipped = operand.k_inner != (i == 0)
+            lines.append(f"{tile} = {load}{'.T' if flipped else ''}")
+        return lines
+
+    def descriptors(self) -> list[str]:
+        """The operands' tensor descriptors (under ``TMA``: this call's operands are 16-byte aligned): A as [M, K]
+        (or [K, M]), each B as [N, K] (or [K, N]), contiguous along the second dim; tiles of the program's block."""
+        assert self.tile_operands is not None
+        loads = [self.operand_load("a")] + [self.operand_load(f"b{i}") for i in range(len(self.dots))]
+        lines = ["if TMA:"]
+        for i, (load, operand) in enumerate(zip(loads, self.tile_operands, strict=True)):
+            outer, block = ("$mnumel", "$BLOCK_M") if i == 0 else ("$nnumel", "$BLOCK_N")
+            if self.index64:  # the launcher checked that they fit (TMA's sizes are 32-bit)
+                outer, k = f"tl.cast({outer}, tl.int32)", "tl.cast($rnumel, tl.int32)"
+            else:
+                k = "$rnumel"
+            shape, blocks = ([outer, k], [block, "$BLOCK_K"]) if operand.k_inner else ([k, outer], ["$BLOCK_K", block])
+            base = self.buffers[load.buffer]
+            if operand.offset != 0:
+                base = f"{base} + ({triton_expr(operand.offset, self.size_names)})"
+            stride = triton_expr(operand.stride, self.size_names)
+            lines.append(f"    $desc{i} = tl.make_tensor_descriptor({base}, shape=[{', '.join(shape)}], "
+                         f"strides=[{stride}, 1], block_shape=[{', '.join(blocks)}])")
+        return lines
+
+    def operand_load(self, side: str) -> F.LoadOp:
+        """The load of A (``a``) or of the i-th B (``b<i>``)."""
+        load = next(op for op, s in self.dot_ops.items() if s == side)
+        assert isinstance(load, F.LoadOp)
+        return load
+
     def _prologue(self, sizes: list[str]) -> list[str]:
-        batch, m, n = self.dims
-        wide = ".to(tl.int64)" if self.index64 else ""
-        m_arg, n_arg = "$mnumel", "$nnumel"
+        """What a program computes once: int64 sizes, the tile counts, a tensor-descriptor kernel's descriptors."""
         body = [f"${s} = tl.cast(${s}, tl.int64)" for s in sizes] if self.index64 else []
-        body += [f"$pid = $program_id{wide}",
-                 f"$tiles_m = ({m_arg} + $BLOCK_M - 1) // $BLOCK_M",
-                 f"$tiles_n = ({n_arg} + $BLOCK_N - 1) // $BLOCK_N"]
+        body += ["$tiles_m = ($mnumel + $BLOCK_M - 1) // $BLOCK_M", "$tiles_n = ($nnumel + $BLOCK_N - 1) // $BLOCK_N"]
+        return body + (self.descriptors() if self.tiles.tma else [])
+
+    def _tile(self, tile: str) -> tuple[list[str], list[str]]:
+        """The coordinates of tile ``tile``: what the main loop reads (its batch, its row and column blocks, the
+        operands' rows), and what only the epilogue reads (the product's coordinates and mask)."""
+        batch, _, _ = self.dims
+        # A persistent loop's tile is a Python int under Triton's interpreter: no .to() there.
+        body = [f"$pid = tl.cast({tile}, tl.int64)" if self.index64 and tile != "$program_id"
+                else f"$pid = {tile}.to(tl.int64)" if self.index64 else f"$pid = {tile}"]
         if batch != 1:
             body += ["$mm_b = $pid // ($tiles_m * $tiles_n)", "$pid = $pid % ($tiles_m * $tiles_n)"]
         # Tiles in groups of GROUP_M rows, column by column: a group's programs share B's column tiles in L2.
@@ -831,31 +900,48 @@ class _MatmulWriter(_KernelWriter):
                  "$group_m = tl.minimum($tiles_m - $first_m, $GROUP_M)",
                  "$tile_m = $first_m + ($pid % $group) % $group_m",
                  "$tile_n = ($pid % $group) // $group_m",
-                 "$mm_m = $tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)[:, None]",
-                 "$mm_n = $tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)[None, :]",
-                 f"$a_rows = (($tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)) % {m_arg})[:, None]",
-                 f"$b_cols = (($tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)) % {n_arg})[None, :]",
-                 f"$xmask = ($mm_m < {m_arg}) & ($mm_n < {n_arg})"]
-        return ["    " + line for line in body]
+                 "$a_rows = (($tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)) % $mnumel)[:, None]",
+                 "$b_cols = (($tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)) % $nnumel)[None, :]"]
+        epilogue = ["$mm_m = $tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)[:, None]",
+                    "$mm_n = $tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)[None, :]",
+                    "$xmask = ($mm_m < $mnumel) & ($mm_n < $nnumel)"]
+        return body, epilogue
 
     def lower(self) -> TritonKernel:
+        t = self.tiles
         stmts = [self.stmt(op) for op in self.kernel.block.ops]
         sizes = ["xnumel", "rnumel", "mnumel", "nnumel"] + [self.params[s] for s in self.symbols]
-        statements = self._prologue(sizes) + ["    " + line for st in stmts for line in st.lines]
-        body = KernelBody(tuple(self.pointers), tuple(sizes), MATMUL_CONSTEXPRS, tuple(sizes) if self.index64 else (),
-                          tuple(statements))
-        source = self._module(body.function(self.name))
+        # The main loop first, then the epilogue's coordinates and statements (in body order: none feeds the loop),
+        # so that no epilogue value (a [BLOCK_M, BLOCK_N] mask) is held in registers across the loop.
+        main = next(st for st in stmts if st.op is self.dots[0])
+        epilogue = [line for st in stmts if st is not main for line in st.lines]
         batch, m, n = self.dims
+        loop_tile = "$tile" if t.programs else "$program_id"
+        coordinates, epilogue_coordinates = self._tile(loop_tile)
+        body = coordinates + main.lines + epilogue_coordinates + epilogue
+        if t.programs:  # persistent: each of (at most) ``programs`` programs loops over the tiles
+            tiles = "$tiles_m * $tiles_n" + ("" if batch == 1 else f" * ({triton_expr(batch, self.size_names)})")
+            loop = f"for $tile in tl.range($program_id, {tiles}, {t.programs}, flatten=True, num_stages={t.stages}):"
+            lines = self._prologue(sizes) + [loop] + ["    " + line for line in body]
+        else:
+            lines = self._prologue(sizes) + body
+        kernel_body = KernelBody(tuple(self.pointers), tuple(sizes), matmul_constexprs(t),
+                                 tuple(sizes) if self.index64 else (), tuple("    " + line for line in lines))
+        source = self._module(kernel_body.function(self.name))
         size_args = [("xnumel", self.kernel.domain_exprs[0]), ("rnumel", self.k), ("mnumel", m), ("nnumel", n)]
         size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
+        operands = [self.operand_load("a")] + [self.operand_load(f"b{i}") for i in range(len(self.dots))]
+        position: dict[SSAValue, int] = {arg: i for i, arg in enumerate(self.kernel.block.args)}
+        tma_pointers = tuple(dict.fromkeys(position[ld.buffer] for ld in operands)) if t.tma else ()
         return TritonKernel(self.name, source, "matmul", len(self.kernel.inputs), len(self.kernel.outputs),
-                            tuple(size_args), False, self.schedule.index, DEFAULT_MAX_RBLOCK, body,
-                            tiles=self.tiles, matmul_dims=(batch, m, n))
+                            tuple(size_args), False, self.schedule.index, DEFAULT_MAX_RBLOCK, kernel_body,
+                            tiles=self.tiles, matmul_dims=(batch, m, n), tma_pointers=tma_pointers)
 
     def _module(self, text: str) -> str:
         t = self.tiles
         dims = ", ".join(shapes.print_expr(d) for d in (*self.dims, self.k))
         what = (f"matmul [B, M, N, K] = [{dims}] and its epilogue, [{t.block_m}, {t.block_n}] tiles, k by {t.block_k}, "
-                f"{t.warps} warps, {t.stages} stages")
+                f"{t.warps} warps, {t.stages} stages" + (f", persistent over {t.programs} programs" if t.programs else "")
+                + (", tensor-descriptor loads where aligned (TMA)" if t.tma else ""))
         index = "int64" if self.index64 else "int32"
         return ops.module_source(f"fusec kernel {self.name}: {what}, {index} indexing", text)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import sympy
 from xdsl.ir import Operation
 
-from fusec.base import indexing, shapes
+from fusec.base import dtypes, indexing, shapes
 from fusec.base.shapes import FloorDiv
 from fusec.dialects import fusec as F
 
@@ -83,6 +83,55 @@ def matmul_coordinates(e: sympy.Expr, dims: Sequence[sympy.Expr], k: sympy.Expr)
     x = (MATMUL_B * m + MATMUL_M) * n + MATMUL_N if batch != 1 else MATMUL_M * n + MATMUL_N
     upper = {MATMUL_M: m, MATMUL_N: n, R: k} | ({MATMUL_B: batch} if batch != 1 else {})
     return indexing.simplify(sympy.sympify(e).xreplace({X: x}), upper)
+
+
+@dataclass(frozen=True)
+class TileOperand:
+    """A matmul operand whose elements lie at ``offset + outer * stride + r`` (``k_inner``: a row of the operand is
+    contiguous along k, x @ w.t()'s w) or ``offset + r * stride + outer`` (contiguous along m or n): a 2-D tensor
+    a tensor descriptor (Hopper's TMA unit) can load tiles of.  ``outer`` is m for A, n for B."""
+
+    offset: sympy.Expr
+    stride: sympy.Expr
+    k_inner: bool
+
+
+def tile_operands(kernel: F.KernelOp) -> list[TileOperand] | None:
+    """A's and each B's layout as ``TileOperand``s, or None where any operand has another (a batched product, an
+    index that is not affine in its coordinate and r with one of them contiguous, a start or row stride not
+    provably 16-byte aligned: what a tensor descriptor needs)."""
+    products = matmul_products(kernel)
+    dims = kernel.matmul_dims
+    if products is None or dims is None or dims[0] != 1:
+        return None
+    loads = [products[0].loads[0]] + [p.loads[1] for p in products]
+    found = []
+    for load, outer in zip(loads, [MATMUL_M] + [MATMUL_N] * len(products), strict=True):
+        operand = _tile_operand(matmul_coordinates(load.index.data, dims, kernel.domain_exprs[1]), outer,
+                                dtypes.of_ir(load.result.type).bytes)
+        if operand is None:
+            return None
+        found.append(operand)
+    return found
+
+
+def _tile_operand(e: sympy.Expr, outer: sympy.Symbol, element_bytes: int) -> TileOperand | None:
+    e = sympy.expand(sympy.sympify(e))
+    offset = e.xreplace({outer: 0, R: 0})
+    outer_stride, k_stride = e.coeff(outer, 1), e.coeff(R, 1)
+    if sympy.expand(offset + outer_stride * outer + k_stride * R - e) != 0:
+        return None
+    index_symbols = {outer, R, MATMUL_B, MATMUL_M, MATMUL_N}
+    if any(t.free_symbols & index_symbols for t in (offset, outer_stride, k_stride)):
+        return None
+    if k_stride == 1:
+        operand = TileOperand(offset, outer_stride, True)
+    elif outer_stride == 1:
+        operand = TileOperand(offset, k_stride, False)
+    else:
+        return None
+    aligned = all(sympy.Mod(v * element_bytes, 16) == 0 for v in (operand.offset, operand.stride))
+    return operand if aligned and operand.stride != 0 else None
 
 
 def domain_upper(domain: Sequence[sympy.Expr]) -> dict[sympy.Symbol, sympy.Expr]:

@@ -16,7 +16,10 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
 * ``matmul`` for a matmul kernel (``matmul-epilogues`` makes them), with its tiles: ``tile = [BM, BN, BK]``,
   ``warps``, ``stages`` (the k-loop's software pipeline), ``group_m``, ``tf32`` where the graph's
   ``float32_matmul_precision`` lets fp32 operands multiply as TF32 and ``approx_tanh`` where every float it
-  stores is 16-bit (``matmul_tiles``; option ``matmul-tile``).
+  stores is 16-bit (``matmul_tiles``; option ``matmul-tile``).  On Hopper (``matmul-tma``), a product of 16-bit
+  operands laid out as 2-D tensors with 16-byte aligned rows runs persistent (``programs = <SMs>``: each program
+  loops over tiles) and loads its operands through tensor descriptors (``tma``): 0.95-1.05x cuBLAS's time on
+  the main loop where pointer loads ran 0.78-0.85x (``matmul_tma_tiles``).
 * ``outer``: a reduction whose loads are contiguous along x, not r (``x.sum(0)``).
 * ``per_thread``: the most elements a thread may hold, where the body's estimated registers an element
   (``fusec.analysis.register_pressure``) times what the kind's launch heuristic gives a thread would pass
@@ -47,6 +50,9 @@ Options:
   register-budget: the registers a thread's elements may take, by the estimate (0: no limit).
   matmul-tile: ``BMxBNxBKxWARPSxSTAGES`` (``128x256x64x8x3``): every matmul kernel's tiles, chosen by hand
       (else ``matmul_tiles``' closed form).
+  matmul-tma: ``hopper`` (where the graph's GPU has compute capability 9.0 or more), ``always`` or ``never``: when
+      a matmul whose operands allow it runs persistent with tensor-descriptor loads.
+  sm-count: the SMs a persistent matmul's programs fill where the graph does not say (``fusec.sm_count``).
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ from fusec.base import dtypes, remarks, shapes
 from fusec.base.shapes import next_power_of_2, value_range
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
-from fusec.passes.kernel_index import matmul_products
+from fusec.passes.kernel_index import matmul_products, tile_operands
 
 PASS = "schedule-kernels"
 INT32_LIMIT = 2**31
@@ -176,6 +182,45 @@ def matmul_tiles(kernel: F.KernelOp, bounds: Bounds) -> F.MatmulTiles:
     return F.MatmulTiles(block_m, block_n, block_k, warps, 3, 8, tf32, approx_tanh=only_16_bit_floats(stored))
 
 
+MATMUL_TMA = ("hopper", "always", "never")
+# A persistent tensor-descriptor matmul's tile: [block_m, block_n, block_k, warps, stages].  It runs where its tiles
+# make two waves over the SMs or more; with fewer, a program a [128, 128] tile through pointer loads is as fast.
+# fusec's own fused matmul + bias + tanh-GELU kernels, bf16, H200 device us, descriptors / pointers
+# (``bench/epilogue_sweep.py --patterns gelu --pointers``, one run, 2026-11-29), by [128, 256] tiles:
+# 8192x4096x1024 (1024) 118.7 / 125.6; 16384x1024x1024 (512) 60.4 / 63.4; 4096x4096x1024 (512) 59.9 / 62.0;
+# 2048x5632x2048 (352) 79.2 / 81.6; 8192x1024x1024 (256) 32.2 / 32.1; 1024x8192x1024 (256) 32.8 / 32.3;
+# 2048x2048x2048 (128) 28.4 / 27.3; 4096x1024x4096 (128) 50.2 / 48.6.  The main loop alone (a scratch probe):
+# 8192x4096x1024 99.2 / 118.2 against cuBLAS's 94.0.
+TMA_TILE = (128, 256, 64, 8, 3)
+
+
+def matmul_tma_tiles(kernel: F.KernelOp, bounds: Bounds, when: str, sm_count: int) -> F.MatmulTiles | None:
+    """A persistent tensor-descriptor schedule for a matmul kernel, or None where ``when`` or the kernel rules it
+    out: a batched product, an operand that is not a 2-D tensor with 16-byte aligned rows (``tile_operands``),
+    other than 16-bit operands (the route measured), or too few tiles (``TMA_TILE``) to fill the SMs.  Sizes past the
+    descriptors' int32 range are the launcher's to check per call (it then loads through pointers)."""
+    graph = _enclosing_graph(kernel)
+    capability = graph.mark(F.DEVICE_CAPABILITY_MARK) if graph is not None else None
+    if when == "never" or (when == "hopper" and not (isinstance(capability, int) and capability >= 90)):
+        return None
+    operands, products = tile_operands(kernel), matmul_products(kernel)
+    if operands is None or products is None:
+        return None
+    if any(dtypes.of_ir(ld.result.type).bytes != 2 or not dtypes.of_ir(ld.result.type).is_float
+           for p in products for ld in p.loads):
+        return None
+    _, m, n = kernel.matmul_dims or (1, 1, 1)
+    m_hi, n_hi = (value_range(d, bounds)[1] for d in (m, n))
+    sms = graph.mark(F.SM_COUNT_MARK) if graph is not None else None
+    sms = sms if isinstance(sms, int) and not isinstance(sms, bool) and sms > 0 else sm_count
+    bm, bn, bk, warps, stages = TMA_TILE
+    tiles = shapes.ceil_div(int(min(m_hi, 2**40)), bm) * shapes.ceil_div(int(min(n_hi, 2**40)), bn)
+    if tiles < 2 * sms:
+        return None
+    return dataclasses.replace(matmul_tiles(kernel, bounds), block_m=bm, block_n=bn, block_k=bk, warps=warps,
+                               stages=stages, programs=sms, tma=True)
+
+
 def only_16_bit_floats(element_types) -> bool:
     """No float among them wider than 16 bits (what a kernel stores: an approximate tanh is then as good as an exact
     one, its error below the rounding)."""
@@ -185,16 +230,18 @@ def only_16_bit_floats(element_types) -> bool:
 def decide_schedule(kernel: F.KernelOp, bounds: Bounds, persistent_threshold: int = heuristics.PERSISTENT_THRESHOLD,
                     max_rblock: int = DEFAULT_MAX_RBLOCK, runtime_persistent: bool = False,
                     matmul_tile: F.MatmulTiles | None = None,
-                    register_budget: int = register_pressure.REGISTER_BUDGET) -> tuple[F.KernelSchedule, str]:
+                    register_budget: int = register_pressure.REGISTER_BUDGET, matmul_tma: str = "hopper",
+                    sm_count: int = 132) -> tuple[F.KernelSchedule, str]:
     """The schedule of ``kernel`` for sizes within ``bounds``, and its final name; ``runtime_persistent``: a looped
     kernel over a symbolic rnumel may run persistent per call (``persistent_up_to``); ``matmul_tile``: a matmul
     kernel's tiles, chosen by the user (else ``matmul_tiles``); ``register_budget``: see ``per_thread`` (0: no
-    limit)."""
+    limit); ``matmul_tma``, ``sm_count``: see ``matmul_tma_tiles``."""
     if kernel.is_matmul:
         index = "int64" if needs_int64(kernel, bounds) else "int32"
-        tiles = matmul_tiles(kernel, bounds)
-        if matmul_tile is not None:  # the user's tile, warps and stages; the precision choices stay the kernel's
-            tiles = dataclasses.replace(matmul_tile, tf32=tiles.tf32, approx_tanh=tiles.approx_tanh)
+        tiles = matmul_tma_tiles(kernel, bounds, matmul_tma, sm_count) or matmul_tiles(kernel, bounds)
+        if matmul_tile is not None:  # the user's tile, warps and stages; the precision and route choices stay the kernel's
+            tiles = dataclasses.replace(matmul_tile, tf32=tiles.tf32, approx_tanh=tiles.approx_tanh, programs=tiles.programs,
+                                        tma=tiles.tma)
         return F.KernelSchedule("matmul", index, tiles=tiles), kernel_name(kernel.sym_name.data, "matmul")
     outer = kernel.is_outer_reduction  # False for pointwise and tiled kernels; computed once (it walks the body)
     limit = persistent_limit(outer, persistent_threshold)
@@ -228,9 +275,15 @@ class ScheduleKernels(ModulePass):
     runtime_persistent: bool = True
     matmul_tile: str = ""  # BMxBNxBKxWARPSxSTAGES, e.g. 128x256x64x8x3: every matmul kernel's tiles, chosen by hand
     register_budget: int = register_pressure.REGISTER_BUDGET
+    matmul_tma: str = "hopper"  # hopper | always | never: persistent matmuls loading through tensor descriptors
+    sm_count: int = 132  # SMs a persistent matmul fills where the graph does not say
 
     def __post_init__(self):
         parse_matmul_tile(self.matmul_tile)  # a malformed tile is a bad option now
+        if self.matmul_tma not in MATMUL_TMA:
+            raise ValueError(f"matmul-tma must be one of {', '.join(MATMUL_TMA)}, got {self.matmul_tma!r}")
+        if self.sm_count < 1:
+            raise ValueError(f"sm-count must be at least 1, got {self.sm_count}")
         if self.persistent_threshold < 0:
             raise ValueError(f"persistent-threshold must be at least 0, got {self.persistent_threshold}")
         if self.max_rblock < 2 or self.max_rblock & (self.max_rblock - 1):
@@ -244,7 +297,8 @@ class ScheduleKernels(ModulePass):
         for kernel in op.walk():
             if isinstance(kernel, F.KernelOp):
                 schedule, name = decide_schedule(kernel, symbol_bounds(kernel), self.persistent_threshold, self.max_rblock,
-                                                 self.runtime_persistent, matmul_tile, self.register_budget)
+                                                 self.runtime_persistent, matmul_tile, self.register_budget,
+                                                 self.matmul_tma, self.sm_count)
                 kernel.record_schedule(schedule)
                 if name != kernel.sym_name.data:
                     renamed[f"@{kernel.sym_name.data}"] = f"@{name}"

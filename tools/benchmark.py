@@ -123,10 +123,12 @@ def profile_call(call: Callable[[], object], repeats: int = 10, warmup: int = 5)
 
     for _ in range(warmup):
         call()
-    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
+    # No GPU: a bench script checking itself on the CPU (its profiler then records no kernels).
+    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda") if torch.cuda.is_available() else None
     counts, times = [], []
     for _ in range(repeats):
-        flush.zero_()
+        if flush is not None:
+            flush.zero_()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
             call()

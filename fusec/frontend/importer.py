@@ -342,6 +342,10 @@ class GraphImporter(GraphBuilder):
         if self.device.type != "cpu":  # whether fp32 matmuls and convolutions may use TF32 tensor cores
             graph.attributes[F.FLOAT32_MATMUL_PRECISION_MARK] = StringAttr(torch.get_float32_matmul_precision())
             graph.attributes[F.CUDNN_ALLOW_TF32_MARK] = IntegerAttr.from_bool(torch.backends.cudnn.allow_tf32)
+        if self.device.type == "cuda" and torch.cuda.is_available():  # the GPU that schedules are chosen for
+            props = torch.cuda.get_device_properties(self.device)
+            graph.attributes[F.DEVICE_CAPABILITY_MARK] = IntegerAttr(props.major * 10 + props.minor, 64)
+            graph.attributes[F.SM_COUNT_MARK] = IntegerAttr(props.multi_processor_count, 64)
         info = ImportInfo(self.name, tuple(self.slots), tuple(tensor_type_of(a) for a in self.block.args), tuple(self.constants),
                           tuple(output_slots), symbols, hints, tuple(self.externs), carriers,
                           self.device, tuple(self.constants_stay), definitions, tuple(mutations), size_guards)

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Sequence
 
 import triton
+from triton.runtime import _allocation
 
 _INT32 = 2**31
 _interpreter_lock = threading.Lock()  # Triton's interpreter runs one launch at a time per process
@@ -62,6 +63,7 @@ class KernelRunner:
 
     def launch(self, grid: int, num_warps: int, *args) -> None:
         if self.interpret:
+            ensure_allocator()
             with _interpreter_lock:
                 self.kernel[(grid,)](*args, num_warps=num_warps)
             return
@@ -69,6 +71,7 @@ class KernelRunner:
         entry = self.compiled.get(key)
         if entry is None or _hooked():
             # Triton binds, specialises, compiles if needed and launches; keep what it chose.
+            ensure_allocator()  # a kernel may need scratch (a tensor descriptor made on the device)
             compiled = self.kernel[(grid,)](*args, num_warps=num_warps)
             self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, _c_launch(compiled.run))
             return
@@ -78,6 +81,7 @@ class KernelRunner:
             launch, cooperative, pdl = c_launch
             launch(grid, 1, 1, stream(device()), function, cooperative, pdl, None, None, metadata, None, None, None, *args)
         else:
+            ensure_allocator()  # per launch: Triton reads the allocator from the launching thread's context
             run(grid, 1, 1, stream(device()), function, metadata, None, None, None, *args)
 
 
@@ -109,6 +113,21 @@ def _c_launch(run):
     if getattr(run, "global_scratch_size", None) != 0 or getattr(run, "profile_scratch_size", None) != 0:
         return None
     return run.launch, run.launch_cooperative_grid, run.launch_pdl
+
+
+def ensure_allocator() -> None:
+    """Give Triton an allocator for kernels that need global scratch (tensor descriptors made on the device)
+    where the launching thread has none: torch's caching allocator on the current stream's device.  A user's own
+    allocator stays."""
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_torch_scratch)
+
+
+def _torch_scratch(size: int, alignment: int, stream):
+    import torch
+
+    # Triton asks for 128-byte alignment at most; the caching allocator's blocks start 512-byte aligned.
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _hooked() -> bool:
