@@ -743,6 +743,25 @@ class _MatmulWriter(_KernelWriter):
             raise LoweringError(f"fusec.kernel @{self.kernel.sym_name.data}: an epilogue index uses r: {shapes.print_expr(e)}")
         return triton_expr(e, self.names), False, False
 
+    def load(self, op: F.LoadOp) -> _Stmt:
+        """An epilogue load that reads along the product's columns only (a bias, a per-column scale) is one
+        [1, BLOCK_N] row, along its rows only one [BLOCK_M, 1] column, broadcast where used: a tile's worth of
+        loads (32768 for [128, 256]) would re-read the same few hundred elements."""
+        if op in self.dot_ops or op.offset is not None or op.mask is not None:
+            return super().load(op)
+        e = self.coordinates(op.index.data)
+        used = {s.name for s in e.free_symbols} & {"mm_b", "mm_m", "mm_n"}
+        shape = {frozenset({"mm_n"}): "$nmask", frozenset({"mm_m"}): "$mmask"}.get(frozenset(used))
+        if shape is None:
+            return super().load(op)
+        args = f"{self.buffers[op.buffer]} + ({triton_expr(e, self.names)}), {shape}, other=0"
+        dtype = F.dtype_name(op.result.type)
+        name = self.fresh()
+        widen = ".to(tl.float32)" if dtype in ("float16", "bfloat16") else ""
+        stmt = self.define(op, _Value(name, ops.compute_dtype(dtype), True, False), [f"{name} = tl.load({args}){widen}"], ())
+        stmt.evicting = lambda policy: [f"{name} = tl.load({args}, eviction_policy='{policy}'){widen}"]
+        return stmt
+
     def symbolic(self, op: F.SymbolicOp) -> _Stmt:
         """A size, or the product coordinate of each lane (a padded product's column mask)."""
         dtype = F.dtype_name(op.result.type)
@@ -904,7 +923,7 @@ class _MatmulWriter(_KernelWriter):
                  "$b_cols = (($tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)) % $nnumel)[None, :]"]
         epilogue = ["$mm_m = $tile_m * $BLOCK_M + tl.arange(0, $BLOCK_M)[:, None]",
                     "$mm_n = $tile_n * $BLOCK_N + tl.arange(0, $BLOCK_N)[None, :]",
-                    "$xmask = ($mm_m < $mnumel) & ($mm_n < $nnumel)"]
+                    "$mmask = $mm_m < $mnumel", "$nmask = $mm_n < $nnumel", "$xmask = $mmask & $nmask"]
         return body, epilogue
 
     def lower(self) -> TritonKernel:

@@ -25,8 +25,9 @@ def _t(shape: str, dtype: str, strides: str = "") -> str:
 
 
 def product(rows: str, n: int, k: int, dtype: str, a_transposed: bool, b_transposed: bool, epilogue: str) -> str:
-    """``a @ b`` then ``epilogue`` (and a bias), each operand stored as given or transposed (a weight read as
-    ``w.t()``: contiguous along k; a weight gradient's ``grad.t()``: contiguous along m)."""
+    """``(a @ b + bias) * scale`` then ``epilogue`` (a bias per column, a scale per row: loads of one row and one
+    column of the tile), each operand stored as given or transposed (a weight read as ``w.t()``: contiguous along
+    k; a weight gradient's ``grad.t()``: contiguous along m)."""
     def operand(name: str, dims: tuple[str, str], transposed: bool) -> tuple[str, str, str, str]:
         view = _t(f"{dims[0]}, {dims[1]}", dtype, f"1, {dims[0]}" if transposed else "")
         if not transposed:
@@ -37,13 +38,14 @@ def product(rows: str, n: int, k: int, dtype: str, a_transposed: bool, b_transpo
 
     a_arg, a, a_view, a_perm = operand("a", (rows, str(k)), a_transposed)
     b_arg, b, b_view, b_perm = operand("b", (str(k), str(n)), b_transposed)
-    y, bias = _t(f"{rows}, {n}", dtype), _t(f"{n}", dtype)
+    y, bias, scale = _t(f"{rows}, {n}", dtype), _t(f"{n}", dtype), _t(f"{rows}, 1", dtype)
     body = (a_perm + b_perm + f'    %p = fusec.extern "aten.mm.default"({a}, {b}) : ({a_view}, {b_view}) -> {y}\n'
             f'    %h = fusec.pointwise "add" %p, %bias : ({y}, {bias}) -> {y}\n'
-            f'    %e = fusec.pointwise "{epilogue}" %h : ({y}) -> {y}\n    fusec.output %e : {y}')
+            f'    %s = fusec.pointwise "mul" %h, %scale : ({y}, {scale}) -> {y}\n'
+            f'    %e = fusec.pointwise "{epilogue}" %s : ({y}) -> {y}\n    fusec.output %e : {y}')
     symbols = "symbols(s0 in [1, inf]) " if rows == "s0" else ""
-    return (f"builtin.module {{\n  fusec.graph @g({a_arg}, {b_arg}, %bias : {bias}) -> ({y}) {symbols}{{\n{body}\n"
-            "  }\n}")
+    return (f"builtin.module {{\n  fusec.graph @g({a_arg}, {b_arg}, %bias : {bias}, %scale : {scale}) -> ({y}) "
+            f"{symbols}{{\n{body}\n  }}\n}}")
 
 
 def _tma_module(text: str, spec: str = TMA, programs: int = 1):
@@ -97,8 +99,8 @@ def test_the_launcher_checks_what_a_descriptor_needs_per_call():
     """Operands of unknown alignment and a symbolic size are checked per call: TMA is a constexpr of the call."""
     _, matmul = _tma_module(product("s0", 136, 72, "bf16", False, True, "neg"))
     tk = lower_kernel(matmul)
-    (line,) = tk.launch_lines(_Site(), ["x", "w", "bias", "out"])
-    assert line.startswith("fusec_mm_add_neg_1.launch(min(1, ((s0 + 127) // 128) * ((136 + 255) // 256)), 8")
+    (line,) = tk.launch_lines(_Site(), ["x", "w", "bias", "scale", "out"])
+    assert line.startswith("fusec_mm_add_mul_neg_2.launch(min(1, ((s0 + 127) // 128) * ((136 + 255) // 256)), 8")
     assert line.endswith("int(x.data_ptr() % 16 == 0 and w.data_ptr() % 16 == 0 and s0 < 2147483648))")
 
 
