@@ -33,6 +33,7 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "attention-layouts": ("fusec.passes.attention_layouts", "AttentionLayouts"),
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
     "bias-epilogues": ("fusec.passes.bias_epilogues", "BiasEpilogues"),
+    "activation-epilogues": ("fusec.passes.activation_epilogues", "ActivationEpilogues"),
     "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),

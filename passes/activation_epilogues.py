@@ -1,0 +1,179 @@
+"""activation-epilogues: a linear layer's bias and ReLU or tanh-GELU run in cuBLASLt's epilogue (issue 18's vendor route).
+
+cuBLASLt adds a bias and applies ReLU or GELU (its tanh approximation) to a matmul's tile before storing it, at
+about the cost of the matmul alone; torch exposes it as ``aten._addmm_activation(bias, a, b, use_gelu=...)``.
+Measured on an H200 (bf16, ``x @ w.t() + b`` then tanh-GELU, device µs; BENCHMARKS.md, 2026-11-29): 8192x1024 ->
+4096 cuBLASLt 105.8 against fusec's fused Triton matmul 114.1 and cuBLAS + a GELU kernel 135.1; 1024x768 -> 3072
+(GPT-2's MLP) 10.6 against 13.2 and 13.8; 8192x1024 -> 1024 28.4 against 31.9 and 35.7.  So where a graph's
+``mm`` + row-bias add + activation is exactly that, it becomes the one call, before kernels form (and before
+``matmul-epilogues`` would fuse the chain into a Triton matmul).
+
+The activation is recognised by what it computes, not how it is spelled: the pointwise ops that read only the
+biased product and each other (and scalar constants) form a function of one variable, evaluated symbolically (the
+roundings of ``convert`` ops aside): ``relu(h)``, or ``0.5 * h * (1 + tanh(sqrt(2/pi) * (h + 0.044715 * h**3)))``
+whatever the order of its operations (``F.gelu(approximate="tanh")``'s decomposition, GPT-2's ``gelu_new``).
+Its intermediate roundings are then not made (cuBLASLt computes the epilogue in fp32 and rounds once), as in a
+fused kernel.
+
+Only on CUDA graphs: torch's CPU ``_addmm_activation`` computes GELU exactly (erf), its CUDA one the tanh
+approximation, so a tanh-GELU moves to it only where the graph runs on CUDA.  Not where the pre-activation is
+read elsewhere (a training forward saves it for the backward: torch exposes no auxiliary output).
+
+In:  a graph before form-kernels.
+Out: ``fusec.extern "aten._addmm_activation.default"(%bias, %a, %b) {use_gelu}`` in place of the ``mm`` extern,
+     the add and the activation's ops (and a reshape of the sum to [batch, seq, features] between them: then the
+     call's result is reshaped); an ``activation-epilogue`` remark names each.
+
+Options:
+  when: ``accelerator`` (CUDA graphs; the default), ``always`` (ReLU on any graph too: a test on the CPU), ``never``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.rewriter import InsertPoint
+
+from fusec.base import remarks
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import TensorType
+from fusec.passes.bias_epilogues import row_bias
+from fusec.passes.pad_matmuls import check_when, graph_device, skipped_here
+
+PASS = "activation-epilogues"
+TARGET = "aten._addmm_activation.default"
+_H = sympy.Symbol("h", real=True)
+# What the activation's ops may compute: sympy over their inputs (a convert's rounding aside).
+_FUNCTIONS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "neg": lambda a: -a, "pow": lambda a, b: a**b, "tanh": sympy.tanh, "relu": lambda a: sympy.Max(a, 0),
+    "maximum": sympy.Max, "convert": lambda a: a, "identity": lambda a: a,
+}
+_GELU_TANH = sympy.Rational(1, 2) * _H * (1 + sympy.tanh(sympy.sqrt(2 / sympy.pi) * (_H + 0.044715 * _H**3)))
+_PROBES = (-4.1, -1.3, -0.37, 0.05, 0.61, 1.7, 3.3)  # a tanh-GELU in other words agrees to 1e-9 at each
+
+
+def _activation_ops(h: SSAValue) -> tuple[list[F.PointwiseOp], SSAValue] | None:
+    """The pointwise ops that read only ``h``, each other and scalar constants, and the one value of theirs that
+    anything else reads (the activation's result); None where ``h`` or another of their values escapes."""
+    ops: list[F.PointwiseOp] = []
+    inside: set[SSAValue] = {h}
+    grew = True
+    while grew:
+        grew = False
+        for value in list(inside):
+            for use in value.uses:
+                op = use.operation
+                if op in ops or not (isinstance(op, F.PointwiseOp) and op.fn.data in _FUNCTIONS):
+                    continue
+                if all(v in inside or _scalar_constant(v) is not None for v in op.inputs):
+                    ops.append(op)
+                    inside.add(op.result)
+                    grew = True
+    if not ops:
+        return None
+    block = ops[0].parent_block()
+    assert block is not None
+    order = {op: i for i, op in enumerate(block.ops)}
+    ops.sort(key=order.__getitem__)  # body order, for evaluation
+    escaping = [op.result for op in ops if any(u.operation not in ops for u in op.result.uses)]
+    if len(escaping) != 1 or any(u.operation not in ops for u in h.uses) or escaping[0] is not ops[-1].result:
+        return None
+    return ops, escaping[0]
+
+
+def _scalar_constant(value: SSAValue) -> float | None:
+    op = value.owner
+    if isinstance(op, F.ConstantOp) and isinstance(value.type, TensorType) and value.type.rank == 0:
+        return float(op.value.data)
+    return None
+
+
+def _function_of_h(h: SSAValue, ops: list[F.PointwiseOp]) -> sympy.Expr:
+    exprs: dict[SSAValue, sympy.Expr] = {h: _H}
+    for op in ops:
+        args = [exprs[v] if v in exprs else sympy.Float(_scalar_constant(v)) for v in op.inputs]
+        exprs[op.result] = _FUNCTIONS[op.fn.data](*args)
+    return exprs[ops[-1].result]
+
+
+def activation_of(h: SSAValue, ops: list[F.PointwiseOp]) -> str | None:
+    """``relu`` or ``gelu`` (tanh) where ``ops`` compute that of ``h``, else None."""
+    if len(ops) == 1 and ops[0].fn.data == "relu":
+        return "relu"
+    if sum(op.fn.data == "tanh" for op in ops) != 1:
+        return None
+    f = _function_of_h(h, ops)
+    for v in _PROBES:
+        got, want = (complex(e.evalf(30, subs={_H: v})) for e in (f, _GELU_TANH))
+        if not math.isclose(got.real, want.real, rel_tol=1e-9, abs_tol=1e-12) or abs(got.imag) > 1e-12:
+            return None
+    return "gelu"
+
+
+class ActivationInEpilogue(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: F.PointwiseOp, rewriter: PatternRewriter, /) -> None:
+        if op.fn.data != "add" or len(op.inputs) != 2:
+            return
+        graph = op.parent_op()
+        for product, bias in (op.inputs, reversed(op.inputs)):
+            mm = product.owner
+            if not (isinstance(mm, F.ExternOp) and mm.target.data == "aten.mm.default" and len(mm.outputs) == 1
+                    and len(mm.inputs) == 2 and product.has_one_use()):
+                continue
+            t = product.type
+            if not (isinstance(t, TensorType) and t.is_contiguous and op.result.type == t and row_bias(bias, t)):
+                continue
+            # A linear layer on flattened rows is often viewed back to [batch, seq, features] before its activation:
+            # an elementwise function commutes with a row-major reshape of a contiguous tensor.
+            h, view = op.result, None
+            if h.has_one_use() and isinstance(user := next(iter(h.uses)).operation, F.ReshapeOp) \
+                    and isinstance(user.result.type, TensorType) and user.result.type.is_contiguous:
+                h, view = user.result, user
+            found = _activation_ops(h)
+            if found is None or found[1].type != h.type:
+                return
+            ops, result = found
+            kind = activation_of(h, ops)
+            on_cuda = isinstance(graph, F.GraphOp) and graph_device(graph) == "cuda"
+            if kind is None or (kind == "gelu" and not on_cuda):  # CPU's GELU there is erf's
+                return
+            call = F.ExternOp(TARGET, [bias, *mm.inputs], None, [t], kwargs={"use_gelu": F.NumberAttr(kind == "gelu")})
+            rewriter.insert(call, InsertPoint.before(ops[-1]))
+            new = call.outputs[0]
+            if view is not None:
+                new = rewriter.insert(F.ReshapeOp(new, view.result.type), InsertPoint.before(ops[-1])).result
+            rewriter.replace_all_uses_with(result, new)
+            for dead in [*reversed(ops), *([view] if view is not None else []), op, mm]:
+                rewriter.erase(dead)
+            what = "tanh-GELU" if kind == "gelu" else "ReLU"
+            count = f"{len(ops)} op" + ("s" if len(ops) > 1 else "")
+            remarks.emit(PASS, "activation-epilogue", f"aten.mm.default + bias add + {what} ({count}) -> {TARGET}: cuBLASLt "
+                         "adds the bias and applies the activation in its epilogue", call)
+            return
+
+
+@dataclass(frozen=True)
+class ActivationEpilogues(ModulePass):
+    """mm + row-bias add + ReLU or tanh-GELU, nothing else reading the product or the pre-activation: one
+    ``_addmm_activation`` extern (cuBLASLt's epilogue)."""
+
+    name = PASS
+
+    when: str = "accelerator"
+
+    def __post_init__(self):
+        check_when(self.when)
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
+            if not skipped_here(graph, self.when):
+                PatternRewriteWalker(ActivationInEpilogue(), apply_recursively=False).rewrite_region(graph.body)
