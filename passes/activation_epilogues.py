@@ -44,7 +44,7 @@ from xdsl.rewriter import InsertPoint
 from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
-from fusec.passes.bias_epilogues import row_bias
+from fusec.passes.bias_epilogues import biased_product
 from fusec.passes.pad_matmuls import check_when, graph_device, skipped_here
 
 PASS = "activation-epilogues"
@@ -121,44 +121,37 @@ def activation_of(h: SSAValue, ops: list[F.PointwiseOp]) -> str | None:
 class ActivationInEpilogue(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: F.PointwiseOp, rewriter: PatternRewriter, /) -> None:
-        if op.fn.data != "add" or len(op.inputs) != 2:
+        found = biased_product(op)
+        if found is None:
             return
+        mm, bias, t = found
+        # A linear layer on flattened rows is often viewed back to [batch, seq, features] before its activation:
+        # an elementwise function commutes with a row-major reshape of a contiguous tensor.
+        h, view = op.result, None
+        if h.has_one_use() and isinstance(user := next(iter(h.uses)).operation, F.ReshapeOp) \
+                and isinstance(user.result.type, TensorType) and user.result.type.is_contiguous:
+            h, view = user.result, user
+        chain = _activation_ops(h)
+        if chain is None or chain[1].type != h.type:
+            return
+        ops, result = chain
+        kind = activation_of(h, ops)
         graph = op.parent_op()
-        for product, bias in (op.inputs, reversed(op.inputs)):
-            mm = product.owner
-            if not (isinstance(mm, F.ExternOp) and mm.target.data == "aten.mm.default" and len(mm.outputs) == 1
-                    and len(mm.inputs) == 2 and product.has_one_use()):
-                continue
-            t = product.type
-            if not (isinstance(t, TensorType) and t.is_contiguous and op.result.type == t and row_bias(bias, t)):
-                continue
-            # A linear layer on flattened rows is often viewed back to [batch, seq, features] before its activation:
-            # an elementwise function commutes with a row-major reshape of a contiguous tensor.
-            h, view = op.result, None
-            if h.has_one_use() and isinstance(user := next(iter(h.uses)).operation, F.ReshapeOp) \
-                    and isinstance(user.result.type, TensorType) and user.result.type.is_contiguous:
-                h, view = user.result, user
-            found = _activation_ops(h)
-            if found is None or found[1].type != h.type:
-                return
-            ops, result = found
-            kind = activation_of(h, ops)
-            on_cuda = isinstance(graph, F.GraphOp) and graph_device(graph) == "cuda"
-            if kind is None or (kind == "gelu" and not on_cuda):  # CPU's GELU there is erf's
-                return
-            call = F.ExternOp(TARGET, [bias, *mm.inputs], None, [t], kwargs={"use_gelu": F.NumberAttr(kind == "gelu")})
-            rewriter.insert(call, InsertPoint.before(ops[-1]))
-            new = call.outputs[0]
-            if view is not None:
-                new = rewriter.insert(F.ReshapeOp(new, view.result.type), InsertPoint.before(ops[-1])).result
-            rewriter.replace_all_uses_with(result, new)
-            for dead in [*reversed(ops), *([view] if view is not None else []), op, mm]:
-                rewriter.erase(dead)
-            what = "tanh-GELU" if kind == "gelu" else "ReLU"
-            count = f"{len(ops)} op" + ("s" if len(ops) > 1 else "")
-            remarks.emit(PASS, "activation-epilogue", f"aten.mm.default + bias add + {what} ({count}) -> {TARGET}: cuBLASLt "
-                         "adds the bias and applies the activation in its epilogue", call)
+        on_cuda = isinstance(graph, F.GraphOp) and graph_device(graph) == "cuda"
+        if kind is None or (kind == "gelu" and not on_cuda):  # CPU's GELU there is erf's
             return
+        call = F.ExternOp(TARGET, [bias, *mm.inputs], None, [t], kwargs={"use_gelu": F.NumberAttr(kind == "gelu")})
+        rewriter.insert(call, InsertPoint.before(ops[-1]))
+        new = call.outputs[0]
+        if view is not None:
+            new = rewriter.insert(F.ReshapeOp(new, view.result.type), InsertPoint.before(ops[-1])).result
+        rewriter.replace_all_uses_with(result, new)
+        for dead in [*reversed(ops), *([view] if view is not None else []), op, mm]:
+            rewriter.erase(dead)
+        what = "tanh-GELU" if kind == "gelu" else "ReLU"
+        count = f"{len(ops)} op" + ("s" if len(ops) > 1 else "")
+        remarks.emit(PASS, "activation-epilogue", f"aten.mm.default + bias add + {what} ({count}) -> {TARGET}: cuBLASLt "
+                     "adds the bias and applies the activation in its epilogue", call)
 
 
 @dataclass(frozen=True)

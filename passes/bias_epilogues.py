@@ -60,29 +60,36 @@ def row_bias(bias: SSAValue, product: TensorType) -> bool:
     return t.rank in (1, 2) and all(d == 1 for d in t.dims[:-1]) and provably_equal(t.dims[-1], product.dims[-1])
 
 
+def biased_product(add: F.PointwiseOp) -> tuple[F.ExternOp, SSAValue, TensorType] | None:
+    """(the ``mm`` extern, the bias, the product's type) where ``add`` adds a row bias to a contiguous matmul product
+    that nothing else reads; else None."""
+    if add.fn.data != "add" or len(add.inputs) != 2:
+        return None
+    for product, bias in (add.inputs, reversed(add.inputs)):
+        mm = product.owner
+        if not (isinstance(mm, F.ExternOp) and mm.target.data == "aten.mm.default" and len(mm.outputs) == 1
+                and len(mm.inputs) == 2 and product.has_one_use()):
+            continue
+        t = product.type
+        if isinstance(t, TensorType) and t.is_contiguous and add.result.type == t and row_bias(bias, t):
+            return mm, bias, t
+    return None
+
+
 class AddBiasInEpilogue(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: F.PointwiseOp, rewriter: PatternRewriter, /) -> None:
-        if op.fn.data != "add" or len(op.inputs) != 2:
+        found = biased_product(op)
+        readers = _unfused_readers(op.result) if found is not None else None
+        if found is None or not readers:
             return
-        for product, bias in (op.inputs, reversed(op.inputs)):
-            mm = product.owner
-            if not (isinstance(mm, F.ExternOp) and mm.target.data == "aten.mm.default" and len(mm.outputs) == 1
-                    and len(mm.inputs) == 2 and product.has_one_use()):
-                continue
-            t = product.type
-            if not (isinstance(t, TensorType) and t.is_contiguous and op.result.type == t and row_bias(bias, t)):
-                continue
-            readers = _unfused_readers(op.result)
-            if not readers:
-                return
-            addmm = F.ExternOp("aten.addmm.default", [bias, *mm.inputs], None, [t])
-            rewriter.replace(op, addmm)
-            rewriter.erase(mm)
-            remarks.emit(PASS, "bias-epilogue", f"aten.mm.default + bias add -> aten.addmm.default: the sum goes only to "
-                         f"{', '.join(sorted(set(readers)))}, where no kernel would fuse the add; cuBLAS adds the bias in "
-                         "its epilogue", addmm)
-            return
+        mm, bias, t = found
+        addmm = F.ExternOp("aten.addmm.default", [bias, *mm.inputs], None, [t])
+        rewriter.replace(op, addmm)
+        rewriter.erase(mm)
+        remarks.emit(PASS, "bias-epilogue", f"aten.mm.default + bias add -> aten.addmm.default: the sum goes only to "
+                     f"{', '.join(sorted(set(readers)))}, where no kernel would fuse the add; cuBLAS adds the bias in "
+                     "its epilogue", addmm)
 
 
 @dataclass(frozen=True)
