@@ -56,11 +56,9 @@ from dataclasses import dataclass, field
 import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerType, ModuleOp, Signedness
-from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
-from xdsl.transforms.common_subexpression_elimination import cse
-from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.analysis.heuristics import MIN_PROGRAMS
 from fusec.base import remarks
@@ -241,16 +239,7 @@ def identity(kind: str, t: Attribute) -> float | int | bool:
 
 def finish(bb: BodyBuilder, name: str) -> F.KernelOp:
     """The kernel ``bb`` built, CSE'd, with dead ops and unread input buffers removed."""
-    outs = [bb.block.insert_arg(t, len(bb.block.args)) for t, _ in bb.outputs]
-    bb.block.add_ops(F.StoreOp(v, outs[j], index, mask) for v, j, index, mask in bb.stores)
-    region = Region(bb.block)
-    cse(region)
-    region_dce(region)
-    for i in reversed(range(len(bb.inputs))):
-        if not bb.block.args[i].uses:
-            bb.block.erase_arg(bb.block.args[i])
-            del bb.inputs[i]
-    return F.KernelOp(name, bb.domain, bb.inputs, [t for t, _ in bb.outputs], region)
+    return bb.kernel(lambda body: name)
 
 
 def chunk_count(rnumel: sympy.Expr, chunk: sympy.Expr, s: sympy.Expr, exact: bool) -> sympy.Expr:

@@ -1,12 +1,14 @@
 """kernel_merge: merged kernels are named after what their body still computes; the limit helper both passes use."""
 
 import pytest
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from fusec.passes.form_kernels import FormKernels
-from fusec.passes.kernel_merge import computed_parts, name_parts
+from fusec.passes.kernel_merge import computed_parts, name_parts, simplify_body
 from fusec.passes.reduction_fusion import ReductionFusion
 from fusec.passes.vertical_fusion import VerticalFusion
-from fusec.testing import graph_text, kernels, run_passes_checked, tensor_type
+from fusec.testing import graph_text, kernels, parse, print_ir, run_passes_checked, tensor_type
 
 
 @pytest.mark.parametrize("name, parts", [
@@ -18,6 +20,35 @@ from fusec.testing import graph_text, kernels, run_passes_checked, tensor_type
 ])
 def test_name_parts(name, parts):
     assert name_parts(name) == parts
+
+
+def test_simplify_body_is_xdsls_cse_then_dce():
+    # Two loads of one index and the exps over them (CSE); a dead chain (neg of tanh); a dead exp equal to a later
+    # live one, a load between them: xDSL forgets a dead op, so the later one stays where it is; a store to keep.
+    t = tensor_type("s0")
+    text = graph_text(f"%x : {t}, %y : {t}", t, f"""
+    %k = fusec.kernel @fusec_poi_exp_0 [s0] (%x, %y) : ({t}, {t}) -> ({t}) {{
+    ^bb0(%a: {t}, %b: {t}, %o: {t}):
+      %u = fusec.load %a[x] : {t}
+      %early = fusec.pointwise "exp" %u : (f32) -> f32
+      %w = fusec.load %b[x] : {t}
+      %v = fusec.load %a[x] : {t}
+      %e1 = fusec.pointwise "exp" %u : (f32) -> f32
+      %e2 = fusec.pointwise "exp" %v : (f32) -> f32
+      %th = fusec.pointwise "tanh" %w : (f32) -> f32
+      %n = fusec.pointwise "neg" %th : (f32) -> f32
+      %s = fusec.pointwise "add" %e1, %e2 : (f32, f32) -> f32
+      %m = fusec.pointwise "mul" %s, %w : (f32, f32) -> f32
+      fusec.store %m, %o[x] : {t}
+    }}
+    fusec.output %k : {t}""")
+    ours, theirs = parse(text), parse(text)
+    simplify_body(kernels(ours)[0].body)
+    cse(kernels(theirs)[0].body)
+    region_dce(kernels(theirs)[0].body)
+    assert print_ir(ours) == print_ir(theirs)
+    assert [op.name for op in kernels(ours)[0].block.ops] == ["fusec.load", "fusec.load", "fusec.pointwise",
+                                                              "fusec.pointwise", "fusec.pointwise", "fusec.store"]
 
 
 def two_output_producer(t: str) -> str:
