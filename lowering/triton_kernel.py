@@ -180,10 +180,10 @@ class TritonKernel:
         args = list(pointers) + [site.py(e) if e.free_symbols else str(int(e)) for _, e in self.size_args]
         blocks = [("BLOCK_M", str(t.block_m)), ("BLOCK_N", str(t.block_n)), ("BLOCK_K", str(t.block_k)), ("GROUP_M", str(t.group_m))]
         if t.tma:  # tensor descriptors: 16-byte aligned operands, int32 sizes; checked per call where not known
-            checks = [f"{pointers[i]}.data_ptr() % 16 == 0" for i in dict.fromkeys(self.tma_pointers)
-                      if not site.is_aligned(pointers[i])]
-            checks += [f"{site.py(d)} < {2**31}" for d in (m, n, dict(self.size_args)["rnumel"]) if d.free_symbols]
-            fits = all(int(d) < 2**31 for d in (m, n, dict(self.size_args)["rnumel"]) if not d.free_symbols)
+            sizes = (m, n, dict(self.size_args)["rnumel"])
+            checks = [f"{pointers[i]}.data_ptr() % 16 == 0" for i in self.tma_pointers if not site.is_aligned(pointers[i])]
+            checks += [f"{site.py(d)} < {2**31}" for d in sizes if d.free_symbols]
+            fits = all(int(d) < 2**31 for d in sizes if not d.free_symbols)
             blocks.append(("TMA", "0" if not fits else f"int({' and '.join(checks)})" if checks else "1"))
         lines.append(site.launch(self.name, grid, str(t.warps), args, len(pointers), blocks))
         return lines
@@ -401,9 +401,12 @@ class _KernelWriter:
         if ptr_dims != (hx, hr):
             ptr = f"tl.broadcast_to({ptr}, {self.shape(hx, hr)})"
         mask = self.mask(hx, hr, op.mask)
+        return self.load_stmt(op, f"{ptr}, {mask}, other=0" if mask else ptr, hx, hr, deps)
+
+    def load_stmt(self, op: F.LoadOp, args: str, hx: bool, hr: bool, deps: tuple[SSAValue, ...]) -> _Stmt:
+        """``op`` as ``tl.load(args)``, widened to f32 from 16-bit floats, with its eviction-policy variant."""
         dtype = F.dtype_name(op.result.type)
         name = self.fresh()
-        args = f"{ptr}, {mask}, other=0" if mask else ptr
         widen = ".to(tl.float32)" if dtype in ("float16", "bfloat16") else ""
         value = _Value(name, ops.compute_dtype(dtype), hx, hr, self._phase(deps))
         stmt = self.define(op, value, [f"{name} = tl.load({args}){widen}"], deps)
@@ -754,13 +757,8 @@ class _MatmulWriter(_KernelWriter):
         shape = {frozenset({"mm_n"}): "$nmask", frozenset({"mm_m"}): "$mmask"}.get(frozenset(used))
         if shape is None:
             return super().load(op)
-        args = f"{self.buffers[op.buffer]} + ({triton_expr(e, self.names)}), {shape}, other=0"
-        dtype = F.dtype_name(op.result.type)
-        name = self.fresh()
-        widen = ".to(tl.float32)" if dtype in ("float16", "bfloat16") else ""
-        stmt = self.define(op, _Value(name, ops.compute_dtype(dtype), True, False), [f"{name} = tl.load({args}){widen}"], ())
-        stmt.evicting = lambda policy: [f"{name} = tl.load({args}, eviction_policy='{policy}'){widen}"]
-        return stmt
+        return self.load_stmt(op, f"{self.buffers[op.buffer]} + ({triton_expr(e, self.names)}), {shape}, other=0", True,
+                              False, ())
 
     def symbolic(self, op: F.SymbolicOp) -> _Stmt:
         """A size, or the product coordinate of each lane (a padded product's column mask)."""
@@ -875,9 +873,8 @@ class _MatmulWriter(_KernelWriter):
         """The operands' tensor descriptors (under ``TMA``: this call's operands are 16-byte aligned): A as [M, K]
         (or [K, M]), each B as [N, K] (or [K, N]), contiguous along the second dim; tiles of the program's block."""
         assert self.tile_operands is not None
-        loads = [self.operand_load("a")] + [self.operand_load(f"b{i}") for i in range(len(self.dots))]
         lines = ["if TMA:"]
-        for i, (load, operand) in enumerate(zip(loads, self.tile_operands, strict=True)):
+        for i, (load, operand) in enumerate(zip(self.operand_loads(), self.tile_operands, strict=True)):
             outer, block = ("$mnumel", "$BLOCK_M") if i == 0 else ("$nnumel", "$BLOCK_N")
             if self.index64:  # the launcher checked that they fit (TMA's sizes are 32-bit)
                 outer, k = f"tl.cast({outer}, tl.int32)", "tl.cast($rnumel, tl.int32)"
@@ -891,6 +888,10 @@ class _MatmulWriter(_KernelWriter):
             lines.append(f"    $desc{i} = tl.make_tensor_descriptor({base}, shape=[{', '.join(shape)}], "
                          f"strides=[{stride}, 1], block_shape=[{', '.join(blocks)}])")
         return lines
+
+    def operand_loads(self) -> list[F.LoadOp]:
+        """A's load, then each B's."""
+        return [self.operand_load("a")] + [self.operand_load(f"b{i}") for i in range(len(self.dots))]
 
     def operand_load(self, side: str) -> F.LoadOp:
         """The load of A (``a``) or of the i-th B (``b<i>``)."""
@@ -949,9 +950,8 @@ class _MatmulWriter(_KernelWriter):
         source = self._module(kernel_body.function(self.name))
         size_args = [("xnumel", self.kernel.domain_exprs[0]), ("rnumel", self.k), ("mnumel", m), ("nnumel", n)]
         size_args += [(self.params[s], shapes.size_symbol(s)) for s in self.symbols]
-        operands = [self.operand_load("a")] + [self.operand_load(f"b{i}") for i in range(len(self.dots))]
         position: dict[SSAValue, int] = {arg: i for i, arg in enumerate(self.kernel.block.args)}
-        tma_pointers = tuple(dict.fromkeys(position[ld.buffer] for ld in operands)) if t.tma else ()
+        tma_pointers = tuple(dict.fromkeys(position[ld.buffer] for ld in self.operand_loads())) if t.tma else ()
         return TritonKernel(self.name, source, "matmul", len(self.kernel.inputs), len(self.kernel.outputs),
                             tuple(size_args), False, self.schedule.index, DEFAULT_MAX_RBLOCK, kernel_body,
                             tiles=self.tiles, matmul_dims=(batch, m, n), tma_pointers=tma_pointers)

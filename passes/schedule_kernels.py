@@ -17,9 +17,10 @@ Out: every ``fusec.kernel`` (combo members included) carries a ``schedule(...)``
   ``warps``, ``stages`` (the k-loop's software pipeline), ``group_m``, ``tf32`` where the graph's
   ``float32_matmul_precision`` lets fp32 operands multiply as TF32 and ``approx_tanh`` where every float it
   stores is 16-bit (``matmul_tiles``; option ``matmul-tile``).  On Hopper (``matmul-tma``), a product of 16-bit
-  operands laid out as 2-D tensors with 16-byte aligned rows runs persistent (``programs = <SMs>``: each program
-  loops over tiles) and loads its operands through tensor descriptors (``tma``): 0.95-1.05x cuBLAS's time on
-  the main loop where pointer loads ran 0.78-0.85x (``matmul_tma_tiles``).
+  operands laid out as 2-D tensors with 16-byte aligned rows, with two waves of [128, 256] tiles or more, runs
+  persistent (``programs = <SMs>``: each program loops over tiles) and loads its operands through tensor
+  descriptors (``tma``): its main loop at 0.87-0.96 of cuBLAS's speed where pointer loads ran 0.78-0.82
+  (``matmul_tma_tiles``).
 * ``outer``: a reduction whose loads are contiguous along x, not r (``x.sum(0)``).
 * ``per_thread``: the most elements a thread may hold, where the body's estimated registers an element
   (``fusec.analysis.register_pressure``) times what the kind's launch heuristic gives a thread would pass

@@ -73,15 +73,17 @@ class KernelRunner:
             # Triton binds, specialises, compiles if needed and launches; keep what it chose.
             ensure_allocator()  # a kernel may need scratch (a tensor descriptor made on the device)
             compiled = self.kernel[(grid,)](*args, num_warps=num_warps)
-            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, _c_launch(compiled.run))
+            scratch = bool(getattr(compiled.run, "global_scratch_size", 0))
+            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, _c_launch(compiled.run), scratch)
             return
-        run, function, metadata, c_launch = entry
+        run, function, metadata, c_launch, scratch = entry
         device, stream = _current()
         if c_launch is not None:
             launch, cooperative, pdl = c_launch
             launch(grid, 1, 1, stream(device()), function, cooperative, pdl, None, None, metadata, None, None, None, *args)
         else:
-            ensure_allocator()  # per launch: Triton reads the allocator from the launching thread's context
+            if scratch:  # Triton reads the allocator from the launching thread's context
+                ensure_allocator()
             run(grid, 1, 1, stream(device()), function, metadata, None, None, None, *args)
 
 
