@@ -10,8 +10,9 @@ Out: a matmul kernel ``fusec.kernel @k [B*M*N, K] matmul [B, M, N]`` that comput
      reads the product too (the pre-activation a backward saves), the kernel stores it as well.  Over a padded
      product the epilogue's loads and stores are masked to its columns (``mod(x, N) < N'``), and where B is the
      transposed zero-padded copy of a weight that only this matmul reads (pad-matmuls pads an LM head's weight
-     rows for cuBLAS), the kernel reads the weight itself, the padding's columns wrapped onto its rows
-     (``mod(n, N')``, masked off at the store): the copy is not made (GPT-2's LM head: 77 MB a call).  The lowering
+     rows for cuBLAS), the kernel reads the weight itself and computes the product over its N' rows only: the copy
+     is not made (GPT-2's LM head: 77 MB a call), and the operands stay plain 2-D tiles (a tensor descriptor's, on
+     Hopper: the columns past N' read as zeros there, masked off with pointers).  The lowering
      runs the reduction as ``tl.dot`` over tiles that ``schedule-kernels`` chooses and records.
 
 The cost rule (``cost-rule``, on by default) compares the Triton main loop with cuBLAS: the fused kernel
@@ -53,6 +54,7 @@ Options:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -73,7 +75,6 @@ from fusec.passes.kernel_merge import Graph, describe_user, discard, limit_probl
 from fusec.passes.pad_matmuls import MATMULS, check_when, skipped_here
 from fusec.passes.reduction_fusion import join
 from fusec.passes.schedule_kernels import only_16_bit_floats
-from fusec.passes.vertical_fusion import traps_on_zero
 
 PASS = "matmul-epilogues"
 FLOATS = (F.BF16, F.F16, F.F32)
@@ -147,12 +148,14 @@ class _Matmul:
 
 @dataclass(frozen=True)
 class _Placement:
-    """Where the epilogue's points are in the matmul kernel: ``mapping`` (its x over the kernel's x, as
-    ``reduction_fusion.join`` takes it) and ``valid`` ((column, columns): only lanes whose column is below
-    ``columns`` are its points; None: all)."""
+    """Which of the product's elements the epilogue's points are, one for one and in order: its first ``rows``
+    rows and first ``columns`` columns (the whole product, or a padded product read through its slice: GPT-2's
+    LM head, [M, 50264] padded, [M, 50257] wanted; its weight gradient, [50264, 768] padded, [50257, 768] wanted).
+    The matmul kernel computes that block only."""
 
-    mapping: dict
-    valid: tuple[sympy.Expr, sympy.Expr] | None
+    rows: sympy.Expr
+    columns: sympy.Expr
+    whole: bool  # the block is the whole product
 
 
 def _matmul(extern: F.ExternOp) -> _Matmul | str:
@@ -178,18 +181,20 @@ def _matmul(extern: F.ExternOp) -> _Matmul | str:
 
 def matmul_kernel(mm: _Matmul, name: str, weight: SSAValue | None = None, siblings: tuple[_Matmul, ...] = ()) -> F.KernelOp:
     """The product as a reduction kernel over [B*M*N, K]: fp32 products of A's and B's elements summed over r, then
-    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads).  ``weight``: a [N', K]
-    weight whose row n mod N' is B's column n (B's columns past N' are a zero padding nobody stores).
-    ``siblings``: matmuls of the same A and sizes, each product summed and stored beside the first (outputs in order)."""
+    rounded to the product's element type (cuBLAS's rounding, which the epilogue then reads).  ``mm.dims`` may be a
+    leading block of the product (its first M rows and N columns, of a padded product).  ``weight``: a [N, K] weight
+    read as B (its row n is B's column n).  ``siblings``: matmuls of the same A and sizes, each product summed and
+    stored beside the first (outputs in order)."""
     batch, m, n, k = mm.dims
+    et = mm.product_type.element_type
+    whole = all(equal(d, e) for d, e in zip(mm.product_type.dims[-2:], (m, n), strict=True))
     kb = KernelBuilder({X: batch * m * n, R: k})
     b_of_x = shapes.FloorDiv(X, m * n) if batch != 1 else sympy.Integer(0)
     m_of_x = sympy.Mod(shapes.FloorDiv(X, n), m) if batch != 1 else shapes.FloorDiv(X, n)
     n_of_x = sympy.Mod(X, n)
     lead = [b_of_x] if batch != 1 else []
-    et = mm.product_type.element_type
     a = kb.element(mm.a, [*lead, m_of_x, R])
-    bs = [kb.element(weight, [sympy.Mod(n_of_x, tensor_type_of(weight).dims[0]), R]) if weight is not None and i == 0
+    bs = [kb.element(weight, [n_of_x, R]) if weight is not None and i == 0
           else kb.element(each.b, [*lead, R, n_of_x]) for i, each in enumerate((mm, *siblings))]
     if et != F.F32:
         a = kb.add(F.PointwiseOp("convert", [a], F.F32))
@@ -198,8 +203,8 @@ def matmul_kernel(mm: _Matmul, name: str, weight: SSAValue | None = None, siblin
             b = kb.add(F.PointwiseOp("convert", [b], F.F32))
         total = kb.add(F.ReduceROp("sum", kb.add(F.PointwiseOp("mul", [a, b], F.F32)), F.F32))
         value = total if et == F.F32 else kb.add(F.PointwiseOp("convert", [total], et))
-        kb.store(value, each.product_type, X)
-    kernel = kb.finish(name, mm.domain)
+        kb.store(value, each.product_type if whole else TensorType([m, n], et), X)
+    kernel = kb.finish(name, [batch * m * n, k])
     kernel.mark_matmul([batch, m, n])
     return kernel
 
@@ -245,9 +250,14 @@ class _Fuser:
             return
         others = [u for u in readers if u is not epilogue]
         padding = None if others else _zero_padded_weight(mm, placement)
-        found = self._sibling(extern, mm, epilogue) if self.options.siblings and placement.valid is None else None
+        if not placement.whole and others:
+            self.decline("not-elementwise", f"{what} -> {describe(epilogue)}: it reads the product's first "
+                         f"{shapes.print_expr(placement.rows)} x {shapes.print_expr(placement.columns)} elements, and "
+                         f"{_readers(others)} all of it", extern, epilogue)
+            return
+        found = self._sibling(extern, mm, epilogue) if self.options.siblings and placement.whole else None
         sibling = None
-        if found is not None:  # one kernel of two accumulators (placement.valid is None: padding is None too)
+        if found is not None:  # one kernel of two accumulators (over the whole product: padding is None too)
             self.done.add(found[0])  # weighed here, fused or not: one remark for the pair
             sibling = (*found, [u for u in self.graph.readers(found[1].product) if u is not epilogue])
         subjects: tuple[Operation, ...] = (extern, epilogue)
@@ -283,15 +293,15 @@ class _Fuser:
             if not all(u is epilogue or not isinstance(u, F.KernelOp) for u in self.graph.readers(sib.product)):
                 continue  # another kernel reads the sibling's product: it has an epilogue of its own to weigh
             placement = self._placement(sib, epilogue)
-            if isinstance(placement, str) or placement.valid is not None or self.graph.reaches(other, epilogue):
+            if isinstance(placement, str) or not placement.whole or self.graph.reaches(other, epilogue):
                 continue
             return other, sib
         return None
 
     def _placement(self, mm: _Matmul, epilogue: F.KernelOp) -> _Placement | str:
-        """How ``epilogue``'s points sit among the product's elements, or why they do not: element for element over
-        the whole product, or over its first N' columns (a padded matmul's product read through its slice: GPT-2's
-        LM head, [M, 50264] computed, [M, 50257] wanted), each column past N' a masked-off lane."""
+        """Which block of the product ``epilogue``'s points are (``_Placement``), or why they are none: element for
+        element over the whole product, or over its first rows or first columns (a padded product read through
+        its slice), its point x' = m * columns + n reading the product's element (m, n) = m * N + n."""
         if epilogue.is_matmul or not isinstance(epilogue.parent_op(), F.GraphOp):
             return "it is a matmul kernel, or a combo member, already"
         if epilogue.is_tiled:
@@ -302,28 +312,25 @@ class _Fuser:
         loads = loads_of(epilogue, [mm.product])
         if any(load.offset is not None or load.mask is not None for load, _ in loads):
             return "it reads the product at a run-time offset or under a mask"
+        batch, m, n, _ = mm.dims
         numel, points = mm.domain[0], epilogue.domain_exprs[0]
         if equal(points, numel):
             for load, _ in loads:
                 if not same_index(simplify_in_domain(load.index.data, epilogue.domain_exprs),
                                   simplify_in_domain(X, epilogue.domain_exprs)):  # x is 0 over a one-element domain
                     return f"it reads the product at [{shapes.print_expr(load.index.data)}], not at [x]"
-            return _Placement({}, None)
-        batch, m, n, _ = mm.dims
-        if traps_on_zero(epilogue):
-            return "it divides integers, which a masked-off column (past the slice, its loads 0) must not run"
-        columns = sympy.cancel(points / m) if batch == 1 else None
-        if columns is None or not columns.is_integer or not indexing.proves_below(columns, n):
-            return f"its domain [{shapes.print_expr(points)}] is not the product's {shapes.print_expr(numel)} elements"
-        # Its point x' = m*N' + n reads the product's element (m, n) = m*N + n, for every m < M and n < N'.
-        upper = {MATMUL_M: m, MATMUL_N: columns}
-        for load, _ in loads:
-            at = indexing.simplify(load.index.data.xreplace({X: MATMUL_M * columns + MATMUL_N}), upper)
-            if not same_index(at, MATMUL_M * n + MATMUL_N):
-                return (f"it reads the product at [{shapes.print_expr(load.index.data)}], not its first "
-                        f"{shapes.print_expr(columns)} columns element for element")
-        column = sympy.Mod(X, n)
-        return _Placement({X: columns * shapes.FloorDiv(X, n) + column}, (column, columns))
+            return _Placement(m, n, True)
+        blocks = [(m, sympy.cancel(points / m)), (sympy.cancel(points / n), n)] if batch == 1 else []
+        for rows, columns in blocks:
+            if not (rows.is_integer and columns.is_integer and indexing.proves_below(rows, m + 1)
+                    and indexing.proves_below(columns, n + 1)):
+                continue
+            upper = {MATMUL_M: rows, MATMUL_N: columns}
+            if all(same_index(indexing.simplify(load.index.data.xreplace({X: MATMUL_M * columns + MATMUL_N}), upper),
+                              MATMUL_M * n + MATMUL_N) for load, _ in loads):
+                return _Placement(rows, columns, False)
+        return (f"its domain [{shapes.print_expr(points)}] is not the product's {shapes.print_expr(numel)} elements, "
+                "nor its first rows or columns element for element")
 
     def _cost_refusal(self, mm: _Matmul, epilogue: F.KernelOp, stored_too: bool,
                       copy_bytes: float = 0, siblings: tuple[tuple[_Matmul, bool], ...] = ()) -> tuple[str, str] | None:
@@ -365,15 +372,17 @@ class _Fuser:
                sibling: tuple[F.ExternOp, _Matmul, list] | None = None) -> None:
         what = extern.target.data
         weight = padding[0] if padding is not None else None  # B read from the weight itself
-        externs, mms = [extern], [mm]
+        block = dataclasses.replace(mm, dims=(mm.dims[0], placement.rows, placement.columns, mm.dims[3]))
+        externs, mms = [extern], [block]
         if sibling is not None:
             externs.append(sibling[0])
             mms.append(sibling[1])
-        kernel = matmul_kernel(mm, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), weight, tuple(mms[1:]))
+        kernel = matmul_kernel(block, "fusec_mm_" + epilogue.sym_name.data.removeprefix("fusec_poi_"), weight,
+                               tuple(mms[1:]))
         self.graph.insert(kernel, max(externs, key=self.graph.pos.__getitem__))  # after every operand
         for each, out in zip(mms, kernel.outputs, strict=True):
             each.product.replace_all_uses_with(out)
-        merged, replaced = join(kernel, epilogue, placement.mapping, self.graph, placement.valid)
+        merged, replaced = join(kernel, epilogue, {}, self.graph)  # the kernel's points are the epilogue's
         problem = limit_problem(merged, self.options.max_ops, self.options.max_inputs)
         if problem is not None:  # the products go back to cuBLAS
             discard(merged)
@@ -382,7 +391,7 @@ class _Fuser:
             self.graph.erase(kernel)
             self.decline("limit", f"{what} -> {describe(epilogue)}: {problem}", *externs, epilogue)
             return
-        merged.mark_matmul(mm.dims[:3])
+        merged.mark_matmul(block.dims[:3])
         merged.properties["sym_name"] = kernel.sym_name
         self.graph.install(merged, replaced, [epilogue, kernel], anchor=epilogue)
         for gone in externs:
@@ -393,8 +402,9 @@ class _Fuser:
                      "the same main loop (two accumulators)")
             if sibling[2]:
                 kept += f", its product also stored for {_readers(sibling[2])}"
-        if placement.valid is not None:
-            kept += f"; the epilogue runs on its first {shapes.print_expr(placement.valid[1])} columns"
+        if not placement.whole:
+            kept += (f"; computed over the {shapes.print_expr(placement.rows)} x {shapes.print_expr(placement.columns)} "
+                     "elements the epilogue reads (a padded product's slice)")
         if padding is not None:  # nothing reads the zero-padded copy now: it is not made
             weight, view, copy = padding
             self.graph.erase(view)
@@ -423,7 +433,7 @@ def _zero_padded_weight(mm: _Matmul, placement: _Placement) -> tuple[SSAValue, F
     and appends zero rows (pad-matmuls' padding of a weight read as ``w.t()``, as form-kernels makes it), the
     epilogue reads only the product's first N' columns, and nothing else reads the copy.  A Triton main loop needs no
     aligned rows: it reads W itself, wrapping the padding's columns (masked off at the store) onto W's rows."""
-    if placement.valid is None or mm.dims[0] != 1:
+    if placement.whole or mm.dims[0] != 1:
         return None
     view = mm.b.owner
     if not (isinstance(view, F.PermuteOp) and view.perm_list == [1, 0]) or sum(1 for _ in view.result.uses) != 1:
@@ -435,7 +445,7 @@ def _zero_padded_weight(mm: _Matmul, placement: _Placement) -> tuple[SSAValue, F
     weight = copy.inputs[0]
     tw, tp = tensor_type_of(weight), tensor_type_of(copy.outputs[0])
     if not (tw.rank == tp.rank == 2 and tw.is_contiguous and tp.is_contiguous and tw.dims[1] == tp.dims[1]
-            and tw.element_type == tp.element_type and equal(tw.dims[0], placement.valid[1])):
+            and tw.element_type == tp.element_type and equal(tw.dims[0], placement.columns)):
         return None
     return (weight, view, copy) if _copies_rows_then_zeros(copy, shapes.numel(tw.dims)) else None
 

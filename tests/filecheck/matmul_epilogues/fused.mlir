@@ -23,7 +23,7 @@ builtin.module {
     %y = fusec.pointwise "add" %t, %mask : (!fusec.tensor<[4, 32, 32], f32>, !fusec.tensor<[32, 32], f32>) -> !fusec.tensor<[4, 32, 32], f32>
     fusec.output %y, %s : !fusec.tensor<[4, 32, 32], f32>, !fusec.tensor<[4, 32, 32], f32>
   }
-  // A padded product read through its slice (pad-matmuls' LM head): the epilogue runs on the first 50 of 56 columns.
+  // A padded product read through its slice (pad-matmuls' LM head): the kernel computes the first 50 of its 56 columns.
   fusec.graph @padded(%x : !fusec.tensor<[s0, 64], bf16>, %w : !fusec.tensor<[64, 56], bf16>) -> (!fusec.tensor<[s0, 50], bf16>) symbols(s0 in [2, inf]) attributes {fusec.device = "cuda"} {
     %p = fusec.extern "aten.mm.default"(%x, %w) : (!fusec.tensor<[s0, 64], bf16>, !fusec.tensor<[64, 56], bf16>) -> !fusec.tensor<[s0, 56], bf16>
     %s = fusec.slice %p dim 1 start 0 step 1 : !fusec.tensor<[s0, 56], bf16> -> !fusec.tensor<[s0, 50], bf16, strides [56, 1]>
@@ -65,14 +65,12 @@ builtin.module {
 
 // REMARK:      matmul-epilogues: matmul-epilogue: aten.mm.default [1, s0, 96, 64] and @fusec_poi_add_tanh_{{[0-9]+}} run as one kernel: its epilogue reads the product from registers
 // CHECK-LABEL: fusec.graph @padded
-// CHECK:       %o = fusec.kernel @fusec_mm_identity_{{[0-9]+}} [56*s0, 64] matmul [1, s0, 56] (%x, %w)
-// CHECK:         %[[COL:.*]] = fusec.symbolic mod(x, 56) : i64
-// CHECK-NEXT:    %[[N:.*]] = fusec.symbolic 50 : i64
-// CHECK-NEXT:    %[[IN:.*]] = fusec.pointwise "lt" %[[COL]], %[[N]] : (i64, i64) -> i1
-// CHECK:         fusec.store %{{.*}}, %{{.*}}[50*floordiv(x, 56) + mod(x, 56)] mask %[[IN]]
+// CHECK:       %o = fusec.kernel @fusec_mm_identity_{{[0-9]+}} [50*s0, 64] matmul [1, s0, 50] (%x, %w)
+// CHECK:         fusec.load %{{.*}}[56*r + mod(x, 50)] : !fusec.tensor<[64, 56], bf16>
+// CHECK:         fusec.store %{{.*}}, %{{.*}}[x] : !fusec.tensor<[s0, 50], bf16>
 
 // REMARK:      matmul-epilogues: matmul-epilogue: aten.bmm.default [4, 32, 32, 16] and @fusec_poi_{{.*}} run as one kernel: its epilogue reads the product from registers; the product is also stored for the graph output
-// REMARK:      matmul-epilogues: matmul-epilogue: aten.mm.default [1, s0, 56, 64] and @fusec_poi_identity_{{[0-9]+}} run as one kernel: its epilogue reads the product from registers; the epilogue runs on its first 50 columns
+// REMARK:      matmul-epilogues: matmul-epilogue: aten.mm.default [1, s0, 56, 64] and @fusec_poi_identity_{{[0-9]+}} run as one kernel: its epilogue reads the product from registers; computed over the s0 x 50 elements the epilogue reads (a padded product's slice)
 
 // The default pipeline on a GPU graph: schedule-kernels records the tiles; a bf16 kernel's tanh is approximate.
 // PIPELINE-LABEL: fusec.graph @linear_tanh
