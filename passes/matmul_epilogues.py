@@ -7,12 +7,11 @@ Out: a matmul kernel ``fusec.kernel @k [B*M*N, K] matmul [B, M, N]`` that comput
      reduction it is (``sum over r`` of A at (b, m, r) times B at (b, r, n), in fp32) and runs the pointwise
      kernel's body on it as its epilogue: the product is never written to memory and read back (for a
      [8192, 4096] bf16 product, 128 MiB of traffic) and the epilogue's launch is gone.  Where something else
-     reads the product too (the pre-activation a backward saves), the kernel stores it as well.  Over a padded
-     product the epilogue's loads and stores are masked to its columns (``mod(x, N) < N'``), and where B is the
-     transposed zero-padded copy of a weight that only this matmul reads (pad-matmuls pads an LM head's weight
-     rows for cuBLAS), the kernel reads the weight itself and computes the product over its N' rows only: the copy
-     is not made (GPT-2's LM head: 77 MB a call), and the operands stay plain 2-D tiles (a tensor descriptor's, on
-     Hopper: the columns past N' read as zeros there, masked off with pointers).  The lowering
+     reads the product too (the pre-activation a backward saves), the kernel stores it as well.  A padded product
+     read through its slice (pad-matmuls' rows for cuBLAS) is computed over the block the epilogue reads, its first
+     columns or rows, and where B is the transposed zero-padded copy of a weight that only this matmul reads (an LM
+     head's weight), the kernel reads the weight itself: the copy is not made (GPT-2's LM head: 77 MB a call), and
+     the operands stay plain 2-D tiles (a tensor descriptor's, on Hopper).  The lowering
      runs the reduction as ``tl.dot`` over tiles that ``schedule-kernels`` chooses and records.
 
 The cost rule (``cost-rule``, on by default) compares the Triton main loop with cuBLAS: the fused kernel

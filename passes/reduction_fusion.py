@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
@@ -120,11 +119,8 @@ def sibling_mapping(k: F.KernelOp, s: F.KernelOp) -> Mapping | Decline:
     return "index-mismatch", f"{describe(s)} reads no shared input where {describe(k)} does"
 
 
-def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph,
-         valid: tuple[sympy.Expr, sympy.Expr] | None = None) -> tuple[F.KernelOp, dict[SSAValue, SSAValue]]:
-    """K's body, then E's re-indexed by ``mapping``, E's loads of K's outputs taking K's values.  ``valid`` =
-    (index, bound): only K's points where ``index < bound`` are E's, E's loads and stores are masked to them
-    (matmul-epilogues: a padded product's first columns)."""
+def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph) -> tuple[F.KernelOp, dict[SSAValue, SSAValue]]:
+    """K's body, then E's re-indexed by ``mapping``, E's loads of K's outputs taking K's values."""
     bb = BodyBuilder(k.domain_exprs)
     results = list(k.results)
     bb.map_inputs(k)
@@ -145,18 +141,14 @@ def join(k: F.KernelOp, e: F.KernelOp, mapping: Mapping, graph: Graph,
                 bb.store(vm[op.value], k_outs[op.buffer], op.index.data, vm[op.mask] if op.mask is not None else None)
     reads = {arg: v for arg, v in zip(e.input_args, e.inputs, strict=True) if v in stored}
     e_outs = {arg: bb.output(arg.type, r) for arg, r in zip(e.output_args, e.results, strict=True)}
-    inside = None
-    if valid is not None:
-        index, bound = (bb.add(F.SymbolicOp(v, F.I64)) for v in valid)
-        inside = bb.add(F.PointwiseOp("lt", [index, bound], F.BOOL))
     for op in e.block.ops:
         if isinstance(op, F.LoadOp) and op.buffer in reads:
             vm[op.result] = stored[reads[op.buffer]]
         elif isinstance(op, F.StoreOp):
             index = substitute(op.index.data, mapping, k.domain_exprs)
-            bb.store(vm[op.value], e_outs[op.buffer], index, bb.both(inside, vm[op.mask] if op.mask is not None else None))
+            bb.store(vm[op.value], e_outs[op.buffer], index, vm[op.mask] if op.mask is not None else None)
         else:
-            bb.clone(op, vm, mapping, mask=inside if isinstance(op, F.LoadOp) else None)
+            bb.clone(op, vm, mapping)
     return bb.finish([k, e], number_from=e, graph=graph)
 
 
