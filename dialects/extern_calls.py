@@ -26,6 +26,8 @@ from fusec.dialects import fusec as F
 
 def resolve_target(target: str) -> Callable:
     """``aten.mm.default`` -> ``torch.ops.aten.mm.default``; raises LookupError when unknown."""
+    from fusec.dialects import torch_ops  # noqa: F401  (registers torch.ops.fusec.*)
+
     obj: Any = torch.ops
     try:
         for part in target.split("."):

@@ -34,6 +34,7 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
     "bias-epilogues": ("fusec.passes.bias_epilogues", "BiasEpilogues"),
     "activation-epilogues": ("fusec.passes.activation_epilogues", "ActivationEpilogues"),
+    "embedding-gradients": ("fusec.passes.embedding_gradients", "EmbeddingGradients"),
     "sink-gathers": ("fusec.passes.sink_gathers", "SinkGathers"),
     "form-kernels": ("fusec.passes.form_kernels", "FormKernels"),
     "vertical-fusion": ("fusec.passes.vertical_fusion", "VerticalFusion"),
