@@ -12,8 +12,9 @@ deterministic.  It costs 2 T² D multiply-adds on tensor cores, so only where th
 In:  a graph before form-kernels.
 Out: in place of the extern, ``eq`` and ``convert`` pointwise ops (the [T, T] 0/1 matrix; with a padding index, a
      ``where`` zeroing its tokens' rows), an ``aten.mm.default`` extern and ``fusec.extern
-     "fusec.embedding_rows.default"``; remark ``equality-matmul``, or a code saying why not (``too-many-tokens``,
-     ``not-16-bit``, ``scaled-by-frequency``, ``layout``).
+     "fusec.embedding_rows.default"`` (an index or gradient that is a strided view, BERT's position and token-type
+     ids, is copied contiguous first); remark ``equality-matmul``, or a code saying why not (``too-many-tokens``,
+     ``not-16-bit``, ``scaled-by-frequency``).
 
 Options:
   when: ``accelerator`` (CUDA graphs; the default), ``always`` (any graph: tests on the CPU), ``never``.
@@ -63,9 +64,6 @@ class EqualityMatmul(RewritePattern):
         if tg.element_type not in (F.BF16, F.F16) or tout.element_type != tg.element_type:
             self.decline(op, "not-16-bit", f"a {tg.element_type} gradient (the [T, T] matmul would run in fp32)")
             return
-        if not (tg.is_contiguous and ti.is_contiguous):
-            self.decline(op, "layout", "a gradient or index tensor that is not contiguous")
-            return
         tokens, width = shapes.numel(ti.dims), tg.dims[-1]
         graph = op.parent_op()
         bounds = graph.symbol_bounds if isinstance(graph, F.GraphOp) else {}
@@ -83,6 +81,10 @@ class EqualityMatmul(RewritePattern):
             rewriter.insert(new, at)
             return new.results[0]
 
+        # A position or token-type index is often a slice or an expansion (strides [512, 1], [0, 1]): a reshape
+        # needs it contiguous, a copy of T indices.
+        idx, grad = (v if t.is_contiguous else add(F.PointwiseOp("identity", [v], TensorType(t.dims, t.element_type)))
+                     for v, t in ((idx, ti), (grad, tg)))
         flat = add(F.ReshapeOp(idx, TensorType([tokens], ti.element_type)))
         rows = add(F.ReshapeOp(grad, TensorType([tokens, width], et)))
         left = add(F.ReshapeOp(flat, TensorType([tokens, 1], ti.element_type)))

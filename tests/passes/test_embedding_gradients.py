@@ -50,6 +50,24 @@ def test_the_equality_matmul_gives_torchs_gradient(dtype, padding):
         assert ((got - exact).norm() / exact.norm()).item() < 1e-2  # fp32 sums, one rounding
 
 
+def test_an_expanded_index_is_copied_contiguous_first():
+    """BERT's token-type ids: one row expanded over the batch (strides [0, 1]); the position ids a slice of a longer
+    buffer (strides [64, 1]): each is copied contiguous (T indices) before the reshape."""
+    i, ib = "!fusec.tensor<[2, 16], i64, strides [0, 1]>", "!fusec.tensor<[1, 16], i64>"
+    g, w = "!fusec.tensor<[2, 16, 8], bf16>", "!fusec.tensor<[3, 8], bf16>"
+    text = (f'builtin.module {{\n  fusec.graph @g(%grad : {g}, %ids : {ib}) -> ({w}) {{\n'
+            f'    %idx = fusec.expand %ids : {ib} -> {i}\n'
+            f'    %w = fusec.extern "aten.embedding_dense_backward.default"(%grad, %idx, 3, -1, false) : ({g}, {i}) -> {w}\n'
+            f'    fusec.output %w : {w}\n  }}\n}}')
+    reference, module = parse(text), parse(text)
+    run_pipeline(make_context(), module, ON)
+    assert "fusec.embedding_rows.default" in _calls(module)
+    compiled = compile_module(module, {})
+    g_ = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(2, 16, 8, generator=g_).bfloat16(), torch.randint(0, 3, (1, 16), generator=g_)]
+    assert_same_results(interpreter.run(reference, inputs), compiled(inputs), rtol=2e-2, atol=2e-2)
+
+
 def test_what_it_leaves_to_torch_says_why():
     from fusec.base import remarks
 
