@@ -22,12 +22,11 @@ from xdsl.ir import Attribute
 
 from fusec.base import shapes
 from fusec.dialects import fusec as F
+from fusec.dialects import torch_ops  # noqa: F401  (registers torch.ops.fusec.*, which externs may name)
 
 
 def resolve_target(target: str) -> Callable:
     """``aten.mm.default`` -> ``torch.ops.aten.mm.default``; raises LookupError when unknown."""
-    from fusec.dialects import torch_ops  # noqa: F401  (registers torch.ops.fusec.*)
-
     obj: Any = torch.ops
     try:
         for part in target.split("."):

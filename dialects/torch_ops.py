@@ -1,7 +1,7 @@
 """fusec's own torch ops, which ``fusec.extern`` calls name like any aten op (``fusec.embedding_rows.default``).
 
 Registered with ``torch.library`` on import, with fake (meta) implementations, so the importer, the reference
-interpreter and the launchers treat them as torch ops; ``extern_calls.resolve_target`` imports this module.
+interpreter and the launchers treat them as torch ops; ``extern_calls`` imports this module.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
 from fusec.passes.bias_epilogues import biased_product
-from fusec.passes.pad_matmuls import check_when, graph_device, skipped_here
+from fusec.passes.pad_matmuls import check_when, exact_fp32, graph_device, skipped_here
 
 PASS = "activation-epilogues"
 TARGET = "aten._addmm_activation.default"
@@ -139,11 +139,9 @@ class ActivationInEpilogue(RewritePattern):
         ops, result = chain
         kind = activation_of(h, ops)
         graph = op.parent_op()
-        on_cuda = isinstance(graph, F.GraphOp) and graph_device(graph) == "cuda"
-        if kind is None or (kind == "gelu" and not on_cuda):  # CPU's GELU there is erf's
-            return
-        exact_fp32 = isinstance(graph, F.GraphOp) and graph.mark(F.FLOAT32_MATMUL_PRECISION_MARK) == "highest"
-        if kind == "gelu" and t.element_type == F.F32 and exact_fp32:
+        if kind is None or not isinstance(graph, F.GraphOp) or (kind == "gelu" and graph_device(graph) != "cuda"):
+            return  # CPU's GELU there is erf's
+        if kind == "gelu" and t.element_type == F.F32 and exact_fp32(graph):
             remarks.emit(PASS, "fp32-exact", "aten.mm.default + bias add + tanh-GELU in fp32 at float32_matmul_precision "
                          "'highest': cuBLASLt's GELU is ~10x less exact than eager's (relative error 1.7e-6 against "
                          "1.8e-7 on an H200), so it stays a matmul and a kernel", mm, op)

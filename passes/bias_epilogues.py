@@ -52,7 +52,7 @@ def _unfused_readers(value: SSAValue) -> list[str] | None:
     return readers
 
 
-def row_bias(bias: SSAValue, product: TensorType) -> bool:
+def _row_bias(bias: SSAValue, product: TensorType) -> bool:
     """``bias`` broadcasts along the product's rows: ``[N]`` or ``[1, N]`` of its element type, contiguous."""
     t = bias.type
     if not isinstance(t, TensorType) or t.element_type != product.element_type or not t.is_contiguous:
@@ -71,7 +71,7 @@ def biased_product(add: F.PointwiseOp) -> tuple[F.ExternOp, SSAValue, TensorType
                 and len(mm.inputs) == 2 and product.has_one_use()):
             continue
         t = product.type
-        if isinstance(t, TensorType) and t.is_contiguous and add.result.type == t and row_bias(bias, t):
+        if isinstance(t, TensorType) and t.is_contiguous and add.result.type == t and _row_bias(bias, t):
             return mm, bias, t
     return None
 

@@ -71,7 +71,7 @@ from fusec.dialects.attributes import TensorType, tensor_type_of
 from fusec.passes.kernel_builder import KernelBuilder
 from fusec.passes.kernel_index import MATMUL_M, MATMUL_N, R, X, equal, same_index, simplify_in_domain
 from fusec.passes.kernel_merge import Graph, describe_user, discard, limit_problem, loads_of
-from fusec.passes.pad_matmuls import MATMULS, check_when, skipped_here
+from fusec.passes.pad_matmuls import MATMULS, check_when, exact_fp32, skipped_here
 from fusec.passes.reduction_fusion import join
 from fusec.passes.schedule_kernels import only_16_bit_floats
 
@@ -217,7 +217,7 @@ class _Fuser:
 
     def __post_init__(self) -> None:
         self.hints: SizeHints = resolve_size_hints(self.graph_op, parse_size_hints(self.options.size_hints))
-        self.exact_fp32 = self.graph_op.mark(F.FLOAT32_MATMUL_PRECISION_MARK) == "highest"
+        self.exact_fp32 = exact_fp32(self.graph_op)
 
     def decline(self, code: str, message: str, *subjects) -> None:
         remarks.emit(PASS, code, message, *subjects)

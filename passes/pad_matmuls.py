@@ -59,6 +59,12 @@ def graph_device(graph: F.GraphOp) -> str | None:
     return device if isinstance(device, str) else None
 
 
+def exact_fp32(graph: F.GraphOp) -> bool:
+    """Whether the graph's fp32 matmuls run exact (torch's ``float32_matmul_precision`` 'highest', its default: no
+    TF32), as the importer marked it."""
+    return graph.mark(F.FLOAT32_MATMUL_PRECISION_MARK) == "highest"
+
+
 def check_when(when: str) -> None:
     """A bad ``when`` option (of the passes that act on accelerator graphs only by default) is a bad option now."""
     if when not in WHEN:
@@ -120,7 +126,7 @@ class PadMatmuls(ModulePass):
                 continue
             hints = resolve_size_hints(graph, parse_size_hints(self.size_hints))
             padded: dict = {}  # (value, sizes) -> its padded copy: a gradient read by two matmuls is padded once
-            ieee = graph.mark(F.FLOAT32_MATMUL_PRECISION_MARK) == "highest"
+            ieee = exact_fp32(graph)
             for extern in matmuls:
                 if ieee and self.cost_rule and _element_type(extern) == F.F32:
                     remarks.emit(self.name, "padding-unprofitable", f"{extern.target.data}: an fp32 matmul at "
