@@ -62,10 +62,10 @@ def test_join_pipeline_lines(text, spec):
 def test_default_pipeline_file_is_shipped_and_valid():
     assert DEFAULT_PIPELINE_FILE.is_file()
     spec = default_pipeline_spec()
-    # channels-last, attention-layouts, pad-matmuls, bias-epilogues, activation-epilogues, embedding-gradients (off
-    # until measured) and sink-gathers on the graph's ops, then form-kernels: the baseline fusion starts from
+    # channels-last, attention-layouts, pad-matmuls, bias-epilogues, activation-epilogues, embedding-gradients and
+    # sink-gathers on the graph's ops, then form-kernels: the baseline fusion starts from
     assert spec.split(",")[:8] == ["channels-last", "attention-layouts", "pad-matmuls", "bias-epilogues",
-                                   "activation-epilogues", "embedding-gradients{when=never}", "sink-gathers",
+                                   "activation-epilogues", "embedding-gradients", "sink-gathers",
                                    "form-kernels"]
     assert spec.endswith("canonicalize,dce,schedule-kernels,mutate-in-place,reuse-buffers")
     assert [p.name for p in parse_pipeline_spec(spec)] == [p.split("{")[0] for p in spec.split(",")]

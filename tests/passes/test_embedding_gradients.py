@@ -24,7 +24,8 @@ def _calls(module) -> list[str]:
     return [op.target.data for op in module.walk() if isinstance(op, F.ExternOp)]
 
 
-ON = default_pipeline_spec().replace("embedding-gradients{when=never}", "embedding-gradients{when=always}")
+ON = default_pipeline_spec().replace("embedding-gradients,", "embedding-gradients{when=always},")
+assert ON != default_pipeline_spec()
 
 
 @pytest.mark.parametrize("padding", [-1, 3])
