@@ -88,7 +88,8 @@ def main() -> None:
             src = graph.launcher.source
             print(f"{name} @{graph.launcher.graph_name}: {us:.0f} us a call; {src.count(chr(10))} lines, "
                   f"{src.count('.launch(')} launches, {src.count('_empty(')} allocations, "
-                  f"{src.count('_reinterpret(')} views, {src.count('data_ptr() % 16')} alignment checks", flush=True)
+                  f"{src.count('_reinterpret(')} views, {src.count('data_ptr() % 16')} alignment checks, "
+                  f"{sum(len(key[1]) for key in graph.launcher.launch_keys)} kernel pointers checked", flush=True)
             if args.profile:
                 profile(functools.partial(call, graph_inputs), args.profile)
 

@@ -100,6 +100,12 @@ def runtime_globals() -> dict[str, object]:
     }
 
 
+def _whole_16_bytes(offset: sympy.Expr, itemsize: int) -> bool:
+    """Whether ``offset`` elements of ``itemsize`` bytes are a multiple of 16 bytes at every value of the (integer)
+    size symbols: each term's coefficient is."""
+    return all(c.is_Integer and int(c) % 16 == 0 for c in sympy.expand(offset * itemsize).as_coefficients_dict().values())
+
+
 def reinterpret_tensor():
     """``(t, sizes, strides, offset) -> view`` with ``offset`` counted from ``t``'s own storage offset: the C++
     helper Inductor's wrappers call where torch has it, else ``as_strided``."""
@@ -441,6 +447,7 @@ class _LauncherWriter:
             layout = self.shape_tuple(t.layout)
             self.layouts[name] = _declared(t)
             if target in externs.ROW_MAJOR_RESULTS and t.is_contiguous:  # row-major, size-1 dims included
+                self.aligned.add(name)  # and a new allocation, as _empty's: kernels need no check of it
                 continue
             # An op may return an undefined tensor (None) where its meta function promised an empty one
             # (fused attention's sequence offsets): it passes on as None, as in eager.
@@ -466,11 +473,15 @@ class _LauncherWriter:
             if op.result in self.absorbed:  # only views read it: made from its root by each of them
                 self.deferred[out] = self.deferred.get(src, src)
                 return []
-            lines = [f"{out} = {self._reinterpret(out, self.deferred.get(src, src))}"]
+            root = self.deferred.get(src, src)
+            lines = [f"{out} = {self._reinterpret(out, root)}"]
+            if root in self.aligned and _whole_16_bytes(self._offset_from(out, root), F.torch_dtype(t).itemsize):
+                self.aligned.add(out)  # e.g. a slice of rows of 16-byte multiples: kernels need no check of it
             if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses) \
                     and not same_strides(layout.dims, layout.strides, t.layout):
                 lines.append(f"{out} = _as_layout({out}, {self.shape_tuple(t.layout)})")
                 self.layouts[out] = _declared(t)
+                self.aligned.add(out)  # _as_layout's copy (or the view itself, checked aligned)
             return lines
         lines = [f"{src} = {self._reinterpret(src, self.deferred.pop(src))}"] if src in self.deferred else []
         lines += [f"{out} = {self.view_expr(op, src)}"]
@@ -480,11 +491,14 @@ class _LauncherWriter:
             lines += [f"if {out}.stride() != {declared}:", f"    {out} = _as_layout({out}, {declared})"]
         return lines
 
+    def _offset_from(self, name: str, root: str) -> sympy.Expr:
+        """Elements from where ``root`` starts to where its view ``name`` starts."""
+        return sympy.expand(self.layouts[name].offset - self.layouts[root].offset)
+
     def _reinterpret(self, name: str, root: str) -> str:
         """``name``'s view as one call on ``root`` (the offset counts from ``root``'s own storage offset)."""
-        layout, known = self.layouts[name], self.layouts[root]
-        args = [root, self.shape_tuple(layout.dims), self.shape_tuple(layout.strides),
-                self.py(sympy.expand(layout.offset - known.offset))]
+        layout = self.layouts[name]
+        args = [root, self.shape_tuple(layout.dims), self.shape_tuple(layout.strides), self.py(self._offset_from(name, root))]
         return f"_reinterpret({', '.join(args)})"
 
     def view_expr(self, op: F.ReshapeOp | F.PermuteOp | F.ExpandOp | F.SliceOp | F.ExternOp, src: str) -> str:

@@ -236,3 +236,39 @@ def test_a_view_that_needs_a_copy_makes_the_chain_before_it():
 def test_a_tuple_of_tensors_is_indexed_without_flattening():
     module, compiled = compile_text(EXTERN_RESULTS, {})
     assert "_pick_results" not in compiled.source  # convolution_backward returns (Tensor, Tensor, Tensor)
+
+
+SLICED_PRODUCT = """builtin.module {
+  fusec.graph @g(%a : !fusec.tensor<[s0, 8], f32>, %w : !fusec.tensor<[8, 8], f32>) -> (!fusec.tensor<[s0, 4], f32>, !fusec.tensor<[s0, 4], f32>) symbols(s0 in [1, inf]) {
+    %mm = fusec.extern "aten.mm.default"(%a, %w) : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, 8], f32>) -> !fusec.tensor<[s0, 8], f32>
+    %hi = fusec.slice %mm dim 1 start 4 step 1 : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[s0, 4], f32, strides [8, 1]>
+    %odd = fusec.slice %mm dim 1 start 1 step 1 : !fusec.tensor<[s0, 8], f32> -> !fusec.tensor<[s0, 4], f32, strides [8, 1]>
+    %x = fusec.kernel @fusec_poi_neg_0 [4*s0] (%hi) : (!fusec.tensor<[s0, 4], f32, strides [8, 1]>) -> (!fusec.tensor<[s0, 4], f32>) {
+    ^bb0(%in0 : !fusec.tensor<[s0, 4], f32, strides [8, 1]>, %out0 : !fusec.tensor<[s0, 4], f32>):
+      %v = fusec.load %in0[8*floordiv(x, 4) + mod(x, 4)] : !fusec.tensor<[s0, 4], f32, strides [8, 1]>
+      %y = fusec.pointwise "neg" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[s0, 4], f32>
+    }
+    %z = fusec.kernel @fusec_poi_exp_1 [4*s0] (%odd) : (!fusec.tensor<[s0, 4], f32, strides [8, 1]>) -> (!fusec.tensor<[s0, 4], f32>) {
+    ^bb0(%in0 : !fusec.tensor<[s0, 4], f32, strides [8, 1]>, %out0 : !fusec.tensor<[s0, 4], f32>):
+      %v = fusec.load %in0[8*floordiv(x, 4) + mod(x, 4)] : !fusec.tensor<[s0, 4], f32, strides [8, 1]>
+      %y = fusec.pointwise "exp" %v : (f32) -> f32
+      fusec.store %y, %out0[x] : !fusec.tensor<[s0, 4], f32>
+    }
+    fusec.output %x, %z : !fusec.tensor<[s0, 4], f32>, !fusec.tensor<[s0, 4], f32>
+  }
+}"""
+
+
+def test_a_view_16_bytes_into_a_new_product_needs_no_alignment_check():
+    """mm's result is a new allocation (as the launcher's own): a kernel reading it, or a view of it starting a
+    multiple of 16 bytes in (columns 4..7 of f32 rows), is launched with no per-call alignment check; a view 4 bytes
+    in (column 1) is checked."""
+    _, compiled = compile_text(SLICED_PRODUCT, {"s0": 5})
+    checked = {name: positions for name, positions, *_ in compiled.launcher.launch_keys}
+    assert checked == {"fusec_poi_neg_0": (), "fusec_poi_exp_1": (0,)}
+    for rows in (3, 5):
+        a, w = randn(rows, 8, seed=rows), randn(8, 8, seed=9)
+        hi, odd = compiled([a, w])
+        torch.testing.assert_close(hi, -(a @ w)[:, 4:])
+        torch.testing.assert_close(odd, (a @ w)[:, 1:5].exp())
