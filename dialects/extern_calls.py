@@ -39,7 +39,8 @@ def resolve_target(target: str) -> Callable:
 # Ops whose result is always a new row-major tensor (their kernels allocate it so, whatever the operands' layouts):
 # a launcher knows its layout without asking it for its strides on every call, and that it starts where torch's
 # allocator puts a new tensor (16-byte aligned, as the launcher's own allocations).
-ROW_MAJOR_RESULTS = frozenset({"aten.mm.default", "aten.bmm.default", "aten.addmm.default"})
+ROW_MAJOR_RESULTS = frozenset({"aten.mm.default", "aten.bmm.default", "aten.addmm.default",
+                               "aten._addmm_activation.default"})
 
 
 @dataclass(frozen=True)
