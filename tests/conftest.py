@@ -33,6 +33,28 @@ def _private_kernel_cache(tmp_path_factory):
     assert not leaked, f"tests wrote into the home folder's fusec cache: {leaked[:3]}"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _unchecked_pointers_are_aligned():
+    """A net under every launch the suite makes: a kernel pointer its launcher left unchecked (an allocation, an
+    aligned input, a new matmul product, a view 16-byte multiples into one) does start 16-byte aligned.  On a GPU
+    the kernel is compiled for that alignment; under the interpreter nothing else would notice the claim."""
+    from fusec.runtime.kernel_runner import KernelRunner
+
+    launch = KernelRunner.launch
+
+    def checked_launch(self, grid, num_warps, *args):
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and i not in self.checked and a.numel() and a.data_ptr() % 16:
+                raise AssertionError(f"{getattr(self.kernel, '__name__', self.kernel)}: argument {i} starts "
+                                     f"{a.data_ptr() % 16} bytes past a 16-byte boundary, but its launcher does "
+                                     "not check it (it marked it aligned)")
+        return launch(self, grid, num_warps, *args)
+
+    KernelRunner.launch = checked_launch
+    yield
+    KernelRunner.launch = launch
+
+
 @pytest.fixture
 def fresh_dynamo(monkeypatch):
     """Each test compiles from scratch: no graph or guard cached by an earlier test, and no dump into a folder
