@@ -15,7 +15,7 @@ to eager (fusec's "runs with torch" warnings), the largest error against eager
 (inference: the output, relative to its size; train: the loss and every
 parameter's gradient, relative to its size floored at 1e-3 of the median gradient's: ``gradient_errors``), the
 first call's time, kernels per call and their device
-time (CUDA profiler), and the wall time per call (a loop of calls).  With
+time (CUDA profiler), and the wall time per call (the median of 5 rounds of --calls calls, before the profiler runs).  With
 ``--dynamic`` the model is compiled with ``dynamic=True`` and a second batch size
 runs through the same artifact (its recompiles are counted).
 Random weights, nothing downloaded.  Prints a Markdown table last.
@@ -28,6 +28,7 @@ import gc
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,15 +197,20 @@ def one(args) -> dict:
     # The wall time before the CUDA profiler runs (after it, launches can stay slower for the rest of the process),
     # after the compile's garbage is collected and a few warm calls: a full collection of a compile's objects inside
     # the loop once cost a whole configuration several ms per call, in no repeatable way.
+    # The median of 5 rounds of --calls calls, as bench/wall.py: one round of 10 calls read GPT-2's inference at
+    # 2.37 ms where wall.py's rounds on the next machine read 1.07.
     gc.collect()
     for _ in range(3):
         run(compiled, data)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(args.calls):
-        run(compiled, data)
-    torch.cuda.synchronize()
-    wall_ms = (time.perf_counter() - start) / args.calls * 1e3
+    rounds = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(args.calls):
+            run(compiled, data)
+        torch.cuda.synchronize()
+        rounds.append((time.perf_counter() - start) / args.calls * 1e3)
+    wall_ms = statistics.median(rounds)
     host_top = host_profile(lambda: run(compiled, data), args.host_profile) if args.host_profile else []
     kernels, device_us, slowest, generated_us = profile_kernels(lambda: run(compiled, data), args.top)
     second = None
