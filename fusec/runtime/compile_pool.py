@@ -63,6 +63,13 @@ class CompileRequest:
                 repr(self.target), repr(sorted(self.options.items())))
 
 
+def _expected_compile_time(request: CompileRequest) -> tuple[bool, int]:
+    """An order of requests by how long they take to compile, longest first: a matmul (``tl.dot``: LLVM and ptxas
+    on a pipelined main loop) takes several times a pointwise kernel's, and sent last it would be what the first
+    call waits for after the others are done; then the longer source.  Workers take requests in the order sent."""
+    return "tl.dot(" in request.source, len(request.source)
+
+
 def compile_request(request: CompileRequest) -> str:
     """Compile one request into Triton's disk cache (in a worker, or in-process); returns the kernel's hash."""
     import triton
@@ -222,7 +229,7 @@ class CompilePool:
         executor = self._executor
         assert executor is not None, "the pool is parallel"
         with _without_main_module():
-            for r in requests:
+            for r in sorted(requests, key=_expected_compile_time, reverse=True):
                 self._futures[r.key()] = executor.submit(compile_request, r)
         return [self._futures[r.key()] for r in requests]
 

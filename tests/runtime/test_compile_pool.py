@@ -216,6 +216,35 @@ def test_a_request_sent_ahead_compiles_once_and_compile_waits_for_it(monkeypatch
     assert CompilePool(1).submit([request("k_c", 3.0)]) == 0  # in-process: nothing compiles ahead
 
 
+def test_matmuls_are_sent_to_the_workers_first(monkeypatch):
+    """Workers take requests in the order sent: a matmul (the longest compile) goes first, whatever the launcher's
+    order, so that it does not start when the pointwise kernels are done."""
+    import dataclasses
+
+    sent = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, *args):
+            if not args:  # the pool's warm-up of its workers
+                return super().submit(lambda: None)
+            sent.append(args[0].name)
+            return super().submit(lambda: f"hash-of-{args[0].name}")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", lambda workers, **_: Recording(workers))
+    small, large = request("k_small", 1.0), request("k_large", 2.0)
+    large = dataclasses.replace(large, source=large.source + "    tl.store(out_ptr0, tl.exp(tl.load(in_ptr0)))\n")
+    matmul = dataclasses.replace(request("k_mm", 3.0), source=request("k_mm", 3.0).source.replace(
+        "tl.exp(tl.load(in_ptr0 + xindex, xmask))", "tl.sum(tl.dot(tl.load(in_ptr0 + xindex[:, None] * 16 + "
+        "tl.arange(0, 16)[None, :]), tl.load(in_ptr0 + tl.arange(0, 16)[:, None] * 16 + tl.arange(0, 16)[None, :])), 1)"))
+    pool = CompilePool(2)
+    try:
+        assert pool.submit([small, large, matmul]) == 3
+        assert sent == ["k_mm", "k_large", "k_small"]
+        assert pool.compile([small, matmul]) == ["hash-of-k_small", "hash-of-k_mm"]  # results in the asked order
+    finally:
+        pool.shutdown()
+
+
 def test_meta_inputs_keep_the_layout_triton_specialises_on():
     from fusec.backend import _meta_like
 
