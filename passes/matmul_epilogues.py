@@ -305,6 +305,10 @@ class _Fuser:
             return "it is a matmul kernel, or a combo member, already"
         if epilogue.is_tiled:
             return "it is a tiled (2-D) pointwise kernel: run matmul-epilogues before tile-pointwise"
+        if epilogue.is_outer_reduction:
+            return ("it sums the product's columns (a bias's gradient, with what it fuses: an activation's backward): "
+                    "a matmul program holds a tile of the product, not whole columns, and column partial sums in a "
+                    "matmul's epilogue are not built")
         if epilogue.is_reduction:
             return ("it reduces over rows of the product (a LayerNorm, a LayerNorm's backward): a matmul program holds "
                     "a tile of the product, not whole rows")

@@ -41,6 +41,15 @@ builtin.module {
     %s = fusec.reduce "sum" %p dims [1] : !fusec.tensor<[256, 256], bf16> -> !fusec.tensor<[256], bf16>
     fusec.output %s : !fusec.tensor<[256], bf16>
   }
+  // A GELU's backward fused with its bias's gradient (column sums of the product): a matmul program holds a tile,
+  // not whole columns.
+  fusec.graph @column_sums(%x : !fusec.tensor<[256, 64], bf16>, %w : !fusec.tensor<[64, 256], bf16>, %h : !fusec.tensor<[256, 256], bf16>) -> (!fusec.tensor<[256, 256], bf16>, !fusec.tensor<[256], bf16>) attributes {fusec.device = "cuda"} {
+    %p = fusec.extern "aten.mm.default"(%x, %w) : (!fusec.tensor<[256, 64], bf16>, !fusec.tensor<[64, 256], bf16>) -> !fusec.tensor<[256, 256], bf16>
+    %t = fusec.pointwise "tanh" %h : (!fusec.tensor<[256, 256], bf16>) -> !fusec.tensor<[256, 256], bf16>
+    %g = fusec.pointwise "mul" %p, %t : (!fusec.tensor<[256, 256], bf16>, !fusec.tensor<[256, 256], bf16>) -> !fusec.tensor<[256, 256], bf16>
+    %s = fusec.reduce "sum" %g dims [0] : !fusec.tensor<[256, 256], bf16> -> !fusec.tensor<[256], bf16>
+    fusec.output %g, %s : !fusec.tensor<[256, 256], bf16>, !fusec.tensor<[256], bf16>
+  }
 }
 
 // CHECK:      remark: matmul-epilogues: no-epilogue: aten.mm.default: no kernel reads its product (only the graph output)
@@ -51,5 +60,6 @@ builtin.module {
 // CHECK-NEXT: remark: matmul-epilogues: fp32-exact: an fp32 matmul at float32_matmul_precision 'highest' (exact fp32, no TF32) stays cuBLAS's SGEMM
 // CHECK-NEXT: remark: matmul-epilogues: epilogues-skipped: matmuls stay library calls: the IR marks no accelerator for this graph (when=always fuses anyway) [@cpu]
 // CHECK-NEXT: remark: matmul-epilogues: not-elementwise: aten.mm.default -> @{{.*}}: it reduces over rows of the product (a LayerNorm, a LayerNorm's backward): a matmul program holds a tile of the product, not whole rows
+// CHECK-NEXT: remark: matmul-epilogues: not-elementwise: aten.mm.default -> @fusec_red_{{.*}}: it sums the product's columns (a bias's gradient, with what it fuses: an activation's backward): a matmul program holds a tile of the product, not whole columns, and column partial sums in a matmul's epilogue are not built
 
 // IR-NOT: matmul [
