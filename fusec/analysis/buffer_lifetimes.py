@@ -21,7 +21,6 @@ from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.analysis import collectives
 from fusec.base import shapes
-from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType, tensor_type_of
 
@@ -125,7 +124,7 @@ def _fresh_tensors(op: F.ExternOp) -> bool:
     storage can be handed on once it is dead, as a kernel result's."""
     if _may_alias(op):
         return False
-    schema = getattr(externs.resolve_target(op.target.data), "_schema", None)  # _may_alias found it
+    schema = _schema(op.target.data)  # _may_alias found it
     return schema is not None and bool(schema.returns) and all(str(r.type) == "Tensor" for r in schema.returns)
 
 
@@ -141,7 +140,15 @@ def _may_alias(op: F.ExternOp) -> bool:
     if collectives.kind(op) is not None or op.target.data in _UNDECLARED_VIEWS:
         return True
     try:
-        schema = getattr(externs.resolve_target(op.target.data), "_schema", None)
+        schema = _schema(op.target.data)
     except LookupError:
         return True
     return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
+def _schema(target: str):
+    """torch's schema of an extern's target, or None; LookupError for an unknown target.  torch is imported here, on
+    the first extern, not with this module: fusec-opt then runs IR without externs without it (~1.8 s a process)."""
+    from fusec.dialects import extern_calls
+
+    return getattr(extern_calls.resolve_target(target), "_schema", None)

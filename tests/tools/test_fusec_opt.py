@@ -175,6 +175,21 @@ def test_stdin_and_python_dash_m_entry(graph_file):
     assert "fusec.graph @g(" in result.stdout
 
 
+def test_the_default_pipeline_on_ir_without_externs_never_imports_torch(graph_file):
+    """torch takes ~1.8 s to import: fusec-opt loads it only for IR that calls torch ops (an extern's schema), so the
+    filecheck suite's runs and a compiler engineer's edits of a fusion test start in about a second."""
+    assert "fusec.extern" not in GRAPH
+    code = ("import sys; from fusec.tools.fusec_opt import main\n"
+            "try:\n    rc = main([sys.argv[1], '--default-pipeline', '-o', sys.argv[2]])\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            "assert not rc, rc\n"
+            "assert 'torch' not in sys.modules, 'fusec-opt imported torch'")
+    result = subprocess.run([sys.executable, "-c", code, str(graph_file), str(graph_file.with_suffix(".out.mlir"))],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "fusec.kernel" in graph_file.with_suffix(".out.mlir").read_text()
+
+
 def test_parse_error_from_stdin_names_stdin():
     result = subprocess.run([sys.executable, "-m", "fusec.tools.fusec_opt"], input="fusec.graph @g(\n",
                             capture_output=True, text=True, timeout=120)
