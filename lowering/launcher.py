@@ -34,7 +34,7 @@ from fusec.analysis.buffer_lifetimes import (
     graph_results,
     stored_in_place,
 )
-from fusec.base import shapes
+from fusec.base import indexing, shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType, tensor_type_of
@@ -98,12 +98,6 @@ def runtime_globals() -> dict[str, object]:
         "_broken_fact": broken_fact,
         **{f"_{name}": getattr(heuristics, name) for name in CONFIG_HELPERS},
     }
-
-
-def _whole_16_bytes(offset: sympy.Expr, itemsize: int) -> bool:
-    """Whether ``offset`` elements of ``itemsize`` bytes are a multiple of 16 bytes at every value of the (integer)
-    size symbols: each term's coefficient is."""
-    return all(c.is_Integer and int(c) % 16 == 0 for c in sympy.expand(offset * itemsize).as_coefficients_dict().values())
 
 
 def reinterpret_tensor():
@@ -475,7 +469,7 @@ class _LauncherWriter:
                 return []
             root = self.deferred.get(src, src)
             lines = [f"{out} = {self._reinterpret(out, root)}"]
-            if root in self.aligned and _whole_16_bytes(self._offset_from(out, root), F.torch_dtype(t).itemsize):
+            if root in self.aligned and indexing.divides(sympy.Integer(16), self._offset_from(out, root) * F.torch_dtype(t).itemsize):
                 self.aligned.add(out)  # e.g. a slice of rows of 16-byte multiples: kernels need no check of it
             if any(isinstance(use.operation, (F.KernelOp, F.ComboOp)) for use in op.result.uses) \
                     and not same_strides(layout.dims, layout.strides, t.layout):
