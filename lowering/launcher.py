@@ -34,6 +34,7 @@ from fusec.analysis.buffer_lifetimes import (
     graph_results,
     stored_in_place,
 )
+from fusec.analysis.view_layouts import Layout, dim_order, same_strides, view_layout
 from fusec.base import indexing, shapes
 from fusec.dialects import extern_calls as externs
 from fusec.dialects import fusec as F
@@ -42,7 +43,6 @@ from fusec.lowering.combo_kernel import TritonCombo, lower_combo
 from fusec.lowering.expr_printer import python_expr
 from fusec.lowering.launching import CONFIG_HELPERS
 from fusec.lowering.triton_kernel import LoweringError, LoweringOptions, TritonKernel, lower_kernel, symbol_bounds
-from fusec.lowering.view_layouts import Layout, dim_order, same_strides, view_layout
 
 
 class KernelSource(Protocol):

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from fusec.lowering.view_layouts import _view_strides
+from fusec.analysis.view_layouts import _view_strides
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
@@ -65,7 +65,7 @@ def test_expanded_strides_are_torchs_size_1_dims_included():
     """``_expand_strides`` is torch's inferExpandGeometry: a new leading dim of size 1 keeps a dense stride."""
     import sympy
 
-    from fusec.lowering.view_layouts import Layout, _expand_strides
+    from fusec.analysis.view_layouts import Layout, _expand_strides
 
     rng = random.Random(1)
     for _ in range(500):
@@ -107,7 +107,7 @@ def test_size_1_dims_inserted_get_torchs_strides():
     view (permuted and narrowed sources), size-1 dims included."""
     import sympy
 
-    from fusec.lowering.view_layouts import Layout, _size_1_dims_inserted
+    from fusec.analysis.view_layouts import Layout, _size_1_dims_inserted
 
     rng = random.Random(2)
     for _ in range(1000):

@@ -1,4 +1,5 @@
-"""The layout a view op gives a buffer of known layout, so the launcher can make the view in one call.
+"""The layout a view op gives a buffer of known layout, so the launcher can make the view in one call
+(and a pass that changes a value's layout can retype the views that read it: merge-matmuls).
 
 A launcher knows the strides of most of its buffers when it is written: kernel outputs are
 allocated with their type's layout, extern results and inputs are brought to theirs.  A view
