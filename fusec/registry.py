@@ -31,6 +31,7 @@ def _lazy(module: str, cls: str) -> PassFactory:
 _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "channels-last": ("fusec.passes.channels_last", "ChannelsLast"),
     "attention-layouts": ("fusec.passes.attention_layouts", "AttentionLayouts"),
+    "merge-matmuls": ("fusec.passes.merge_matmuls", "MergeMatmuls"),
     "pad-matmuls": ("fusec.passes.pad_matmuls", "PadMatmuls"),
     "bias-epilogues": ("fusec.passes.bias_epilogues", "BiasEpilogues"),
     "activation-epilogues": ("fusec.passes.activation_epilogues", "ActivationEpilogues"),

@@ -92,7 +92,7 @@ def _contiguous_dim(t: TensorType) -> int | None:
     return None
 
 
-def _show(exprs) -> str:
+def show_dims(exprs) -> str:
     return ", ".join(str(e) for e in exprs)
 
 
@@ -168,7 +168,7 @@ class PadMatmuls(ModulePass):
         copied = [use for use in result.uses if isinstance(use.operation, (F.OutputOp, *F.VIEW_OPS))]
         saved, cost = _padding_gain_us(hints, t, [*t.dims[:-2], m, k, n], copies, "N" in padded and bool(copied))
         if self.cost_rule and saved <= cost:
-            remarks.emit(self.name, "padding-unprofitable", f"{extern.target.data} [{_show(ta.dims)}] @ [{_show(tb.dims)}]: "
+            remarks.emit(self.name, "padding-unprofitable", f"{extern.target.data} [{show_dims(ta.dims)}] @ [{show_dims(tb.dims)}]: "
                          f"aligned rows would save ~{saved:.1f} µs, the padded copies cost ~{cost:.1f} µs",
                          extern, saved_us=round(saved, 2), cost_us=round(cost, 2), **hints.remark_data())
             return
@@ -193,8 +193,8 @@ class PadMatmuls(ModulePass):
         Rewriter.erase_op(extern)
         readers = sorted({"the graph output" if isinstance(u.operation, F.OutputOp) else u.operation.name for u in copied})
         remarks.emit(self.name, "padded-matmul",
-                     f"{extern.target.data} [{_show(ta.dims)}] @ [{_show(tb.dims)}] computes as "
-                     f"[{_show(product_type.dims[:-2] + [m2, k2])}] @ [{_show(product_type.dims[:-2] + [k2, n2])}] "
+                     f"{extern.target.data} [{show_dims(ta.dims)}] @ [{show_dims(tb.dims)}] computes as "
+                     f"[{show_dims(product_type.dims[:-2] + [m2, k2])}] @ [{show_dims(product_type.dims[:-2] + [k2, n2])}] "
                      f"({', '.join(f'{d} {sizes[d]} -> {p}' for d, p in padded.items())}: rows aligned to "
                      f"{self.alignment_bytes} bytes)" + (f"; a contiguous copy feeds {' and '.join(readers)}" if copy else ""),
                      product)

@@ -62,9 +62,9 @@ def test_join_pipeline_lines(text, spec):
 def test_default_pipeline_file_is_shipped_and_valid():
     assert DEFAULT_PIPELINE_FILE.is_file()
     spec = default_pipeline_spec()
-    # channels-last, attention-layouts, pad-matmuls, bias-epilogues, activation-epilogues, embedding-gradients and
-    # sink-gathers on the graph's ops, then form-kernels: the baseline fusion starts from
-    assert spec.split(",")[:8] == ["channels-last", "attention-layouts", "pad-matmuls", "bias-epilogues",
+    # channels-last, attention-layouts, merge-matmuls, pad-matmuls, bias-epilogues, activation-epilogues,
+    # embedding-gradients and sink-gathers on the graph's ops, then form-kernels: the baseline fusion starts from
+    assert spec.split(",")[:9] == ["channels-last", "attention-layouts", "merge-matmuls", "pad-matmuls", "bias-epilogues",
                                    "activation-epilogues", "embedding-gradients", "sink-gathers",
                                    "form-kernels"]
     assert spec.endswith("canonicalize,dce,schedule-kernels,mutate-in-place,reuse-buffers")

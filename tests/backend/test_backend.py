@@ -118,7 +118,7 @@ def test_dump_dir_from_the_environment(tmp_path, monkeypatch):
     assert [re.sub(r"_\d+", "", f) for f in folders] == ["backward", "forward"], folders
     forward = tmp_path / next(f for f in folders if f.startswith("forward"))
     files = {p.name for p in forward.iterdir()}
-    assert {"fx_graph.py", "imported.mlir", "pipeline.txt", "remarks.txt", "00-input.mlir", "01-channels-last.mlir", "02-attention-layouts.mlir", "03-pad-matmuls.mlir", "04-bias-epilogues.mlir", "05-activation-epilogues.mlir", "06-embedding-gradients.mlir", "07-sink-gathers.mlir", "08-form-kernels.mlir", "launcher.py"} <= files
+    assert {"fx_graph.py", "imported.mlir", "pipeline.txt", "remarks.txt", "00-input.mlir", "01-channels-last.mlir", "02-attention-layouts.mlir", "03-merge-matmuls.mlir", "04-pad-matmuls.mlir", "05-bias-epilogues.mlir", "06-activation-epilogues.mlir", "07-embedding-gradients.mlir", "08-sink-gathers.mlir", "09-form-kernels.mlir", "launcher.py"} <= files
     assert any(f.startswith("fusec_") and f.endswith(".py") for f in files)  # a kernel's Triton source
     assert 'loc("sin' in (forward / "imported.mlir").read_text()
     assert "aten.sin.default" in (forward / "fx_graph.py").read_text()
@@ -190,7 +190,7 @@ def test_options_default_to_the_environment(tmp_path, monkeypatch):
     assert BackendOptions.from_dict({}).execute == "triton"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert BackendOptions.from_dict({}).pipeline_spec().startswith("channels-last,attention-layouts,pad-matmuls,bias-epilogues,activation-epilogues,embedding-gradients,sink-gathers,form-kernels")
+        assert BackendOptions.from_dict({}).pipeline_spec().startswith("channels-last,attention-layouts,merge-matmuls,pad-matmuls,bias-epilogues,activation-epilogues,embedding-gradients,sink-gathers,form-kernels")
 
 
 def test_the_collector_skips_older_objects_only_while_a_graph_compiles(monkeypatch):

@@ -105,7 +105,7 @@ def test_without_graphviz_the_page_lists_the_kernels(dumps, tmp_path, monkeypatc
 
 def test_pass_diffs(dumps):
     page = (graph_dirs(dumps)[0] / "report.html").read_text()
-    assert "08 form-kernels" in page and '<span class="add">+' in page and "no change" in page
+    assert "09 form-kernels" in page and '<span class="add">+' in page and "no change" in page
 
 
 def test_profile_times_show_on_their_kernels(dumps, tmp_path):

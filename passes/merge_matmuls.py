@@ -1,0 +1,460 @@
+"""merge-matmuls: matmuls that share an operand, or whose products are summed, run as one matmul on concatenated operands.
+
+A transformer layer projects one input several times -- query, key and value; a gated MLP's gate and up -- and its
+backward sums the input's gradients over those projections and computes each weight's gradient from the same saved
+input.  At the sizes such layers run (a few thousand tokens, hidden sizes in the hundreds or low thousands) each
+cuBLAS call takes more time beyond its flops than the flops themselves, and one call on concatenated operands does
+the same work: on an H200 in bf16, Llama's (512 -> 512, 256, 256) projections of 1024 tokens take 9.8 µs as three
+calls and 4.1 as one, their input gradient 13.3 against 4.2, their weight gradients 11.1 against 4.1; copying the
+three weights into one costs 1.4 µs (``bench/merge_matmuls.py``).  At 7B-model sizes the merged call gains nothing
+and the copies cost tens of µs, so a cost rule decides.
+
+In:  a graph before form-kernels.  Out: ``fusec.extern "aten.mm.default"`` ops merged three ways, the concatenated
+operands being ``fusec.cat`` ops (kernels that form-kernels makes and vertical-fusion fuses into their producers):
+
+- **one left operand** ``A @ B_i`` (projections of one input): ``A @ cat(B_i, dim 1)``, each result a column slice
+  of the product.  Where every product is read only by a row-bias add (``A @ W_i.t() + b_i``), the biases are
+  concatenated and added once, so that bias-epilogues can still make it one ``addmm``.  Views reading a slice are
+  retyped for its row stride; a graph output or a view that cannot be one of the strided slice reads a contiguous
+  copy (``fusec.pointwise "identity"``);
+- **one right operand** ``A_i @ B`` (weight gradients ``dy_i.t() @ x``): ``cat(A_i, dim 0) @ B``, each result a row
+  slice (contiguous);
+- **a sum of products** ``A_1 @ B_1 + A_2 @ B_2 + ...`` (an input's gradient over its projections, through reshapes):
+  ``cat(A_i, dim 1) @ cat(B_i, dim 0)``: one product, fp32 accumulation over the whole sum and one rounding (eager
+  rounds each product, then each partial sum).
+
+An operand that is a transpose (``W.t()``, ``dy.t()``) is concatenated before the transpose, so the copy keeps the
+source's layout.  A copy made for one merge serves the next (the gradients concatenated for the weight gradients
+feed the input's gradient).  Members must not depend on each other; ops between them that read an earlier
+member's result move after the merged matmul.
+
+Cost rule (``cost-rule``, on by default): a merge must save more than its copies cost -- each call saved is
+``GPU.matmul_latency_us`` (the flops stay), each product no longer stored and re-read by a sum's add is its bytes
+twice at ``GPU`` bandwidth.  A copy of graph inputs (weights) reads and writes their bytes, launched with the graph's
+other kernels that depend on nothing (combo-grouping); a copy of pointwise results (gradients) writes their bytes
+once, computed in their producers' kernel (vertical-fusion); a copy of anything else reads and writes them in a
+kernel of its own (its latency counted once a merge); a copy an earlier merge made costs nothing.  Symbolic sizes at
+``size-hints``.  ``merge-unprofitable`` remarks give both figures where it declines, ``merged-matmuls`` where it
+merges.  ``when``: ``accelerator`` (default) acts on graphs marked as running on an accelerator, ``always`` on
+every graph (tests on CPU), ``never`` on none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeGuard
+
+import sympy
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_size_hints
+from fusec.analysis.view_layouts import Layout, view_layout
+from fusec.base import dtypes, remarks
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import TensorType
+from fusec.passes.bias_epilogues import biased_product
+from fusec.passes.pad_matmuls import check_when, show_dims, skipped_here
+
+PASS = "merge-matmuls"
+MM = "aten.mm.default"
+_GPU = GPU()
+
+
+def _tensor(v: SSAValue) -> TensorType:
+    assert isinstance(v.type, TensorType)
+    return v.type
+
+
+def _is_mm(op: object) -> TypeGuard[F.ExternOp]:
+    """A 2-D ``aten.mm`` of two tensors of one element type with a contiguous product."""
+    if not (isinstance(op, F.ExternOp) and op.target.data == MM and len(op.inputs) == 2 and len(op.outputs) == 1
+            and not op.kwargs.data):
+        return False
+    types = [v.type for v in (*op.inputs, op.outputs[0])]
+    tensors = [t for t in types if isinstance(t, TensorType) and t.rank == 2]
+    return len(tensors) == 3 and len({t.element_type for t in tensors}) == 1 and tensors[-1].is_contiguous
+
+
+def _transposed(v: SSAValue) -> SSAValue | None:
+    """``u`` where ``v`` is ``fusec.permute u [1, 0]`` of a contiguous ``u``."""
+    op = v.owner
+    if isinstance(op, F.PermuteOp) and op.perm_list == [1, 0] and _tensor(op.input).is_contiguous:
+        return op.input
+    return None
+
+
+def _key(v: SSAValue) -> tuple:
+    """Equal for one value and for identical views of one value (an operand each matmul views anew)."""
+    op = v.owner
+    if isinstance(op, F.VIEW_OPS):
+        return (op.name, str(op.properties), str(v.type), _key(op.input))
+    return ("value", id(v))
+
+
+def _sources(values: Sequence[SSAValue], dim: int) -> list[SSAValue] | None:
+    """``u_i`` where every value is ``u_i.t()`` of a contiguous ``u_i`` (then ``cat(values, dim)`` is
+    ``cat(u_i, 1 - dim).t()``, a copy in the sources' own layout); else None."""
+    sources = [_transposed(v) for v in values]
+    return None if any(s is None for s in sources) else sources  # type: ignore[return-value]
+
+
+def _cat_type(values: Sequence[SSAValue], dim: int) -> TensorType:
+    types = [_tensor(v) for v in values]
+    dims = list(types[0].dims)
+    dims[dim] = sympy.Add(*[t.dims[dim] for t in types])
+    return TensorType(dims, types[0].element_type)
+
+
+def _producer_kind(v: SSAValue) -> str:
+    """"input" (a graph input, through views), "pointwise" (a pointwise op's result, through views) or "other"."""
+    op = v.owner
+    while isinstance(op, F.VIEW_OPS):
+        op = op.input.owner
+    if not isinstance(op, Operation):
+        return "input"
+    return "pointwise" if isinstance(op, F.PointwiseOp) else "other"
+
+
+def _bytes(t: TensorType, hints: SizeHints) -> int:
+    return hints(sympy.Mul(*t.dims)) * dtypes.of_ir(t.element_type).bytes
+
+
+class _Merger:
+    """Merges one graph's matmuls; ``cats`` remembers the concatenations made, for later merges to reuse."""
+
+    def __init__(self, graph: F.GraphOp, hints: SizeHints, cost_rule: bool):
+        self.graph, self.hints, self.cost_rule = graph, hints, cost_rule
+        self.cats: dict[tuple, Operation] = {}
+
+    # ------------------------------------------------------------ concatenations
+
+    def _cat_at(self, values: Sequence[SSAValue], dim: int, at: Operation) -> SSAValue:
+        """``cat(values, dim)`` available before ``at``: transposes are concatenated before the transpose, and a copy
+        made for an earlier merge serves again."""
+        sources = _sources(values, dim)
+        if sources is not None:
+            inner = self._plain_cat(sources, 1 - dim, at)
+            t = _tensor(inner)
+            permuted = TensorType([t.dims[1], t.dims[0]], t.element_type, [t.layout[1], t.layout[0]])
+            return self._insert(F.PermuteOp(inner, [1, 0], permuted), at)
+        return self._plain_cat(values, dim, at)
+
+    def _plain_cat(self, values: Sequence[SSAValue], dim: int, at: Operation) -> SSAValue:
+        made = self._made(values, dim, at)
+        if made is not None:
+            return made
+        cat = F.CatOp(list(values), dim, _cat_type(values, dim))
+        Rewriter.insert_op(cat, InsertPoint.before(at))
+        self.cats[(tuple(_key(v) for v in values), dim)] = cat
+        return cat.result
+
+    def _made(self, values: Sequence[SSAValue], dim: int, at: Operation) -> SSAValue | None:
+        made = self.cats.get((tuple(_key(v) for v in values), dim))
+        return made.results[0] if made is not None and made.is_before_in_block(at) else None
+
+    @staticmethod
+    def _insert(op: Operation, at: Operation) -> SSAValue:
+        Rewriter.insert_op(op, InsertPoint.before(at))
+        return op.results[0]
+
+    def copy_cost(self, values: Sequence[SSAValue], dim: int, at: Operation) -> tuple[float, bool]:
+        """(µs, whether it is a launch of its own) of the copy ``_cat_at`` would make: nothing where an earlier merge
+        made it; each graph input's bytes read and written (such copies depend on nothing: combo-grouping launches
+        them with the graph's other such kernels); a pointwise result's bytes written once (vertical-fusion computes
+        it in the copy's kernel: its reads are the producer's own); anything else read and written by a kernel of
+        its own."""
+        sources = _sources(values, dim)
+        if sources is not None:
+            values, dim = sources, 1 - dim
+        if self._made(values, dim, at) is not None:
+            return 0.0, False
+        us, launch = 0.0, False
+        for v in values:
+            kind = _producer_kind(v)
+            us += (1 if kind == "pointwise" else 2) * _bytes(_tensor(v), self.hints) / _GPU.bandwidth_bytes_per_us
+            launch = launch or kind == "other"
+        return us, launch
+
+    # ------------------------------------------------------------ the cost rule
+
+    def _decide(self, kind: str, members: Sequence[F.ExternOp], copies: Sequence[tuple[float, bool]],
+                stored: Sequence[TensorType] = ()) -> bool:
+        saved = (len(members) - 1) * _GPU.matmul_latency_us
+        # a merge's copies that launch on their own are independent of each other: combo-grouping launches them as one
+        copies_us = sum(us for us, _ in copies) + (_GPU.kernel_latency_us if any(launch for _, launch in copies) else 0.0)
+        saved += sum(2 * _bytes(t, self.hints) for t in stored) / _GPU.bandwidth_bytes_per_us
+        shapes = "; ".join(f"[{show_dims(_tensor(m.inputs[0]).dims)}] @ [{show_dims(_tensor(m.inputs[1]).dims)}]" for m in members)
+        if self.cost_rule and saved <= copies_us:
+            remarks.emit(PASS, "merge-unprofitable", f"{len(members)} matmuls with {kind} ({shapes}): one call would "
+                         f"save ~{saved:.1f} µs, its operands' copies cost ~{copies_us:.1f} µs; they stay apart",
+                         *members, saved_us=round(saved, 2), cost_us=round(copies_us, 2), **self.hints.remark_data())
+            return False
+        remarks.emit(PASS, "merged-matmuls", f"{len(members)} matmuls with {kind} ({shapes}) run as one call on "
+                     f"concatenated operands (~{saved:.1f} µs saved, ~{copies_us:.1f} µs of copies)", *members,
+                     saved_us=round(saved, 2), cost_us=round(copies_us, 2))
+        return True
+
+    # ------------------------------------------------------------ one shared operand
+
+    def shared(self, side: int) -> None:
+        """Merge matmuls sharing operand ``side`` (0: the left, results side by side; 1: the right, stacked)."""
+        groups: dict[tuple, list[F.ExternOp]] = defaultdict(list)
+        for op in self.graph.block.ops:
+            if _is_mm(op):
+                inner = _tensor(op.inputs[side]).dims[1 - side]  # K, the dim the other operands must share
+                groups[(_key(op.inputs[side]), str(inner))].append(op)
+        for group in groups.values():
+            members = self._independent(group)
+            if len(group) > len(members) >= 1:
+                remarks.emit(PASS, "merge-dependent", f"{len(group) - len(members)} of {len(group)} matmuls with one "
+                             f"{'left' if side == 0 else 'right'} operand read another's product (through other ops): "
+                             "they stay apart", *group[len(members):])
+            if len(members) >= 2:
+                self._merge_shared(side, members)
+
+    def _independent(self, members: list[F.ExternOp]) -> list[F.ExternOp]:
+        """The longest prefix of ``members`` (in block order) none of which reads another's result, even through
+        other ops."""
+        kept: list[F.ExternOp] = []
+        tainted: set[SSAValue] = set()
+        op: Operation | None = members[0] if members else None
+        pending: dict[Operation, F.ExternOp] = {m: m for m in members}
+        while op is not None and pending:
+            if op in pending:
+                if any(v in tainted for v in op.operands):
+                    break
+                kept.append(pending.pop(op))
+                tainted.update(op.results)
+            elif any(v in tainted for v in op.operands):
+                tainted.update(op.results)
+            op = op.next_op
+        return kept
+
+    def _merge_shared(self, side: int, members: list[F.ExternOp]) -> None:
+        last = members[-1]
+        shared = members[0].inputs[side]  # defined before the first member, so before the last
+        others = [m.inputs[1 - side] for m in members]
+        cat_dim = 1 if side == 0 else 0  # B_i side by side along N; A_i stacked along M
+        biases = self._row_biases(members, last) if side == 0 else None
+        copies = [self.copy_cost(others, cat_dim, last)]
+        if biases is not None:
+            copies.append(self.copy_cost(biases, 0, last))
+        kind = "one left operand" if side == 0 else "one right operand"
+        if not self._decide(kind + (" and row biases" if biases else ""), members, copies):
+            return
+        other = self._cat_at(others, cat_dim, last)
+        a, b = (shared, other) if side == 0 else (other, shared)
+        ta, tb = _tensor(a), _tensor(b)
+        product_t = TensorType([ta.dims[0], tb.dims[1]], ta.element_type)
+        product = self._insert(F.ExternOp(MM, [a, b], None, [product_t]), last)
+        adds = [next(iter(m.outputs[0].uses)).operation for m in members] if biases is not None else []
+        if biases is not None:
+            bias = self._plain_cat([self._flat(bias, last) for bias in biases], 0, last)
+            product = self._insert(F.PointwiseOp("add", [product, bias], product_t), last)
+        olds = [add.results[0] for add in adds] if adds else [m.outputs[0] for m in members]
+        pieces, start = [], sympy.Integer(0)
+        for old in olds:
+            t = _tensor(old)
+            pieces.append(self._insert(F.SliceOp(product, cat_dim, start, 1, TensorType(t.dims, t.element_type, product_t.layout)),
+                                       last))
+            start = start + t.dims[cat_dim]
+        self._sink_readers(members, last)  # after the new ops: readers of earlier members' results follow them
+        for old, piece in zip(olds, pieces, strict=True):
+            _replace_with_view(old, piece)
+        for op in [*adds, *members]:
+            Rewriter.erase_op(op)
+
+    def _row_biases(self, members: Sequence[F.ExternOp], at: Operation) -> list[SSAValue] | None:
+        """Each member's row bias where every product's one reader adds one (``x @ W_i.t() + b_i``) and every bias is
+        defined before ``at``."""
+        biases = []
+        for m in members:
+            product = m.outputs[0]
+            add = next(iter(product.uses)).operation if product.has_one_use() else None
+            found = biased_product(add) if isinstance(add, F.PointwiseOp) else None
+            if found is None or found[0] is not m:
+                return None
+            owner = found[1].owner
+            if isinstance(owner, Operation) and not owner.is_before_in_block(at):
+                return None
+            biases.append(found[1])
+        return biases
+
+    def _flat(self, bias: SSAValue, at: Operation) -> SSAValue:
+        t = _tensor(bias)
+        if t.rank == 1:
+            return bias
+        return self._insert(F.ReshapeOp(bias, TensorType([t.dims[-1]], t.element_type)), at)
+
+    @staticmethod
+    def _sink_readers(members: Sequence[F.ExternOp], last: Operation) -> None:
+        """Move the ops between the first member and ``last`` that read an earlier member's result (through other
+        ops) to just before ``last``, where the merged product will be."""
+        tainted: set[SSAValue] = set()
+        moving: list[Operation] = []
+        op = members[0].next_op
+        tainted.update(members[0].results)
+        member_set = set(members)
+        while op is not None and op is not last:
+            if op in member_set:
+                tainted.update(op.results)
+            elif any(v in tainted for v in op.operands):
+                tainted.update(op.results)
+                moving.append(op)
+            op = op.next_op
+        for op in moving:
+            op.detach()
+            Rewriter.insert_op(op, InsertPoint.before(last))
+
+    # ------------------------------------------------------------ sums of products
+
+    def sums(self) -> None:
+        for root in list(self.graph.block.ops):
+            if root.parent is None or not _is_add(root) or _feeds_an_add(root):
+                continue
+            terms: list[SSAValue] = []
+            _terms(root.results[0], terms, top=True)
+            leaves = [(t, _mm_under_reshapes(t)) for t in terms]
+            products = [(t, mm) for t, mm in leaves if mm is not None]
+            by_shape: dict[tuple, list] = defaultdict(list)
+            for t, mm in products:
+                by_shape[(str(_tensor(mm.outputs[0]).dims), str(_tensor(mm.outputs[0]).element_type))].append((t, mm))
+            group = max(by_shape.values(), key=len, default=[])
+            if len(group) >= 2:
+                self._merge_sum(root, terms, group)
+
+    def _merge_sum(self, root: Operation, terms: list[SSAValue], group: list) -> None:
+        members = [mm for _, mm in group]
+        lefts, rights = [m.inputs[0] for m in members], [m.inputs[1] for m in members]
+        copies = [self.copy_cost(lefts, 1, root), self.copy_cost(rights, 0, root)]
+        stored = [_tensor(m.outputs[0]) for m in members[1:]]
+        if not self._decide("summed products", members, copies, stored):
+            return
+        a = self._cat_at(lefts, 1, root)
+        b = self._cat_at(rights, 0, root)
+        product_t = _tensor(members[0].outputs[0])
+        value = self._insert(F.ExternOp(MM, [a, b], None, [product_t]), root)
+        out_t = _tensor(root.results[0])
+        if product_t.dims != out_t.dims:
+            value = self._insert(F.ReshapeOp(value, TensorType(out_t.dims, out_t.element_type)), root)
+        merged = {id(t) for t, _ in group}
+        for t in terms:
+            if id(t) not in merged:
+                value = self._insert(F.PointwiseOp("add", [value, t], out_t), root)
+        root.results[0].replace_all_uses_with(value)
+        _erase_dead(root)
+
+
+def _is_add(op: Operation) -> bool:
+    """A pointwise add of two tensors of its result's type (no broadcast, no type change)."""
+    if not (isinstance(op, F.PointwiseOp) and op.fn.data == "add" and len(op.inputs) == 2):
+        return False
+    t = op.results[0].type
+    return all(v.type == t for v in op.inputs) and isinstance(t, TensorType) and t.is_contiguous
+
+
+def _feeds_an_add(op: Operation) -> bool:
+    """Whether ``op``'s result is one term of a larger sum (its only reader an add of the same type)."""
+    result = op.results[0]
+    return result.has_one_use() and _is_add(next(iter(result.uses)).operation)
+
+
+def _terms(v: SSAValue, out: list[SSAValue], top: bool = False) -> None:
+    """The terms of a sum of adds: an add (the root, or one nothing else reads) splits into its inputs' terms."""
+    op = v.owner
+    if isinstance(op, Operation) and _is_add(op) and (top or v.has_one_use()):
+        for x in op.operands:
+            _terms(x, out)
+    else:
+        out.append(v)
+
+
+def _mm_under_reshapes(v: SSAValue) -> F.ExternOp | None:
+    """The matmul whose product ``v`` is, through reshapes that nothing else reads."""
+    op = v.owner
+    while isinstance(op, F.ReshapeOp) and v.has_one_use():
+        v = op.input
+        op = v.owner
+    return op if _is_mm(op) and v.has_one_use() else None
+
+
+def _erase_dead(op: Operation) -> None:
+    """Erase ``op`` and, recursively, the producers of its operands that nothing reads any more."""
+    producers = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
+    Rewriter.erase_op(op)
+    for p in producers:
+        if p.parent is not None and all(not r.uses for r in p.results) and not isinstance(p, F.OutputOp):
+            _erase_dead(p)
+
+
+def _view_like(view: Operation, source: SSAValue, t: TensorType) -> Operation:
+    """``view`` applied to ``source`` instead, with result type ``t``."""
+    if isinstance(view, F.PermuteOp):
+        return F.PermuteOp(source, view.perm_list, t)
+    if isinstance(view, F.SliceOp):
+        return F.SliceOp(source, view.dim.data, view.start.data, view.step.data, t)
+    if isinstance(view, F.ReshapeOp):
+        return F.ReshapeOp(source, t)
+    assert isinstance(view, F.ExpandOp)
+    return F.ExpandOp(source, t)
+
+
+def _replace_with_view(old: SSAValue, new: SSAValue) -> None:
+    """Make ``old``'s readers read ``new`` (the same elements, another layout): views are retyped for the layout
+    (their readers in turn), a graph output or a view that cannot be one reads a contiguous copy."""
+    old_t, new_t = _tensor(old), _tensor(new)
+    if old_t == new_t:
+        old.replace_all_uses_with(new)
+        return
+    copy: SSAValue | None = None
+    for use in list(old.uses):
+        user = use.operation
+        if isinstance(user, F.VIEW_OPS):
+            layout = view_layout(user, Layout(tuple(new_t.dims), tuple(new_t.layout), sympy.Integer(0)))
+            if layout is not None:
+                result_t = _tensor(user.results[0])
+                retyped = _view_like(user, new, TensorType(result_t.dims, result_t.element_type, list(layout.strides)))
+                Rewriter.insert_op(retyped, InsertPoint.after(user))
+                _replace_with_view(user.results[0], retyped.results[0])
+                Rewriter.erase_op(user)
+                continue
+        elif not isinstance(user, F.OutputOp):
+            user.operands[use.index] = new  # kernels and externs read any layout
+            continue
+        if copy is None:
+            copy_op = F.PointwiseOp("identity", [new], old_t)
+            Rewriter.insert_op(copy_op, InsertPoint.after(new.owner))  # type: ignore[arg-type]
+            copy = copy_op.results[0]
+        user.operands[use.index] = copy
+
+
+@dataclass(frozen=True)
+class MergeMatmuls(ModulePass):
+    """Matmuls sharing an operand, or summed, become one matmul on concatenated operands where the cost rule pays."""
+
+    name = "merge-matmuls"
+
+    when: str = "accelerator"
+    size_hints: tuple[str, ...] = ()  # SYMBOL=INTEGER: the sizes the cost rule assumes for symbolic dims
+    cost_rule: bool = True  # false: merge wherever legal (tests, experiments)
+
+    def __post_init__(self) -> None:
+        parse_size_hints(self.size_hints)
+        check_when(self.when)
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.when == "never":
+            return
+        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
+            if skipped_here(graph, self.when):
+                continue
+            merger = _Merger(graph, resolve_size_hints(graph, parse_size_hints(self.size_hints)), self.cost_rule)
+            merger.shared(0)  # projections of one input
+            merger.shared(1)  # weight gradients from one input: their gradients' copy serves the sums below
+            merger.sums()
