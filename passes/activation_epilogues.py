@@ -47,7 +47,7 @@ from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
 from fusec.passes.bias_epilogues import biased_product
-from fusec.passes.pad_matmuls import check_when, exact_fp32, graph_device, skipped_here
+from fusec.passes.pad_matmuls import check_when, exact_fp32, graph_device, graphs_to_change
 
 PASS = "activation-epilogues"
 TARGET = "aten._addmm_activation.default"
@@ -173,6 +173,5 @@ class ActivationEpilogues(ModulePass):
         check_when(self.when)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
-            if not skipped_here(graph, self.when):
-                PatternRewriteWalker(ActivationInEpilogue(), apply_recursively=False).rewrite_region(graph.body)
+        for graph in graphs_to_change(op, self.when):
+            PatternRewriteWalker(ActivationInEpilogue(), apply_recursively=False).rewrite_region(graph.body)

@@ -35,7 +35,7 @@ from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
 from fusec.passes.channels_last import fixed_layout
-from fusec.passes.pad_matmuls import check_when, skipped_here
+from fusec.passes.pad_matmuls import check_when, graphs_to_change
 
 PASS = "attention-layouts"
 # Attentions whose result takes its query's stride order at run time.
@@ -54,11 +54,7 @@ class AttentionLayouts(ModulePass):
         check_when(self.when)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.when == "never":
-            return
-        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
-            if skipped_here(graph, self.when):
-                continue
+        for graph in graphs_to_change(op, self.when):
             for extern in [x for x in graph.block.ops if isinstance(x, F.ExternOp) and x.target.data in QUERY_ORDERED]:
                 _relayout_query(extern)
 

@@ -34,7 +34,7 @@ from xdsl.rewriter import InsertPoint
 from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
-from fusec.passes.pad_matmuls import check_when, skipped_here
+from fusec.passes.pad_matmuls import check_when, graphs_to_change
 
 PASS = "embedding-gradients"
 SOURCE = "aten.embedding_dense_backward.default"
@@ -120,6 +120,5 @@ class EmbeddingGradients(ModulePass):
             raise ValueError(f"max-gflop must be positive, got {self.max_gflop}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
-            if not skipped_here(graph, self.when):
-                PatternRewriteWalker(EqualityMatmul(self.max_gflop * 1e9), apply_recursively=False).rewrite_region(graph.body)
+        for graph in graphs_to_change(op, self.when):
+            PatternRewriteWalker(EqualityMatmul(self.max_gflop * 1e9), apply_recursively=False).rewrite_region(graph.body)

@@ -59,7 +59,7 @@ from fusec.base import dtypes, remarks
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
 from fusec.passes.bias_epilogues import biased_product
-from fusec.passes.pad_matmuls import check_when, show_dims, skipped_here
+from fusec.passes.pad_matmuls import check_when, graphs_to_change, show_dims
 
 PASS = "merge-matmuls"
 MM = "aten.mm.default"
@@ -449,11 +449,7 @@ class MergeMatmuls(ModulePass):
         check_when(self.when)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.when == "never":
-            return
-        for graph in [g for g in op.walk() if isinstance(g, F.GraphOp)]:
-            if skipped_here(graph, self.when):
-                continue
+        for graph in graphs_to_change(op, self.when):
             merger = _Merger(graph, resolve_size_hints(graph, parse_size_hints(self.size_hints)), self.cost_rule)
             merger.shared(0)  # projections of one input
             merger.shared(1)  # weight gradients from one input: their gradients' copy serves the sums below

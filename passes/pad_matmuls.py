@@ -77,6 +77,11 @@ def skipped_here(graph: F.GraphOp, when: str) -> bool:
     return when == "never" or (when == "accelerator" and graph_device(graph) in (None, "cpu"))
 
 
+def graphs_to_change(module: Operation, when: str) -> list[F.GraphOp]:
+    """The graphs in ``module`` that ``when`` lets a pass change (see ``skipped_here``)."""
+    return [g for g in module.walk() if isinstance(g, F.GraphOp) and not skipped_here(g, when)]
+
+
 def _element_type(extern: F.ExternOp):
     t = extern.outputs[0].type if len(extern.outputs) == 1 else None
     return t.element_type if isinstance(t, TensorType) else None
