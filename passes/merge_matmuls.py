@@ -26,7 +26,8 @@ operands being ``fusec.cat`` ops (kernels that form-kernels makes and vertical-f
 An operand that is a transpose (``W.t()``, ``dy.t()``) is concatenated before the transpose, so the copy keeps the
 source's layout.  A copy made for one merge serves the next (the gradients concatenated for the weight gradients
 feed the input's gradient).  Members must not depend on each other; ops between them that read an earlier
-member's result move after the merged matmul.
+member's result move after the merged matmul, except a draw of random numbers (dropout), whose numbers depend on
+the draws before it (``merge-reorders-random``: left apart).
 
 Cost rule (``cost-rule``, on by default): a merge must save more than its copies cost -- each call saved is
 ``GPU.matmul_latency_us`` (the flops stay), each product no longer stored and re-read by a sum's add is its bytes
@@ -246,6 +247,13 @@ class _Merger:
         if biases is not None:
             copies.append(self.copy_cost(biases, 0, last))
         kind = "one left operand" if side == 0 else "one right operand"
+        moving = self._readers_between(members)
+        seeded = [op for op in moving if _draws_random_numbers(op)]
+        if seeded:  # moving it after another draw would change the numbers each draws (eager's order is kept)
+            remarks.emit(PASS, "merge-reorders-random", f"{len(members)} matmuls with {kind}: merging them would move "
+                         f"{seeded[0].target.data} (it reads an earlier one's product) after the later ones' "  # type: ignore[attr-defined]
+                         "random numbers; they stay apart", *members)
+            return
         if not self._decide(kind + (" and row biases" if biases else ""), members, copies):
             return
         other = self._cat_at(others, cat_dim, last)
@@ -264,7 +272,7 @@ class _Merger:
             pieces.append(self._insert(F.SliceOp(product, cat_dim, start, 1, TensorType(t.dims, t.element_type, product_t.layout)),
                                        last))
             start = start + t.dims[cat_dim]
-        self._sink_readers(members, last)  # after the new ops: readers of earlier members' results follow them
+        self._sink(moving, last)  # after the new ops: readers of earlier members' results follow them
         for old, piece in zip(olds, pieces, strict=True):
             _replace_with_view(old, piece)
         for op in [*adds, *members]:
@@ -293,21 +301,25 @@ class _Merger:
         return self._insert(F.ReshapeOp(bias, TensorType([t.dims[-1]], t.element_type)), at)
 
     @staticmethod
-    def _sink_readers(members: Sequence[F.ExternOp], last: Operation) -> None:
-        """Move the ops between the first member and ``last`` that read an earlier member's result (through other
-        ops) to just before ``last``, where the merged product will be."""
-        tainted: set[SSAValue] = set()
+    @staticmethod
+    def _readers_between(members: Sequence[F.ExternOp]) -> list[Operation]:
+        """The ops between the first and the last member that read an earlier member's result (through other ops):
+        they must move after the merged product."""
+        tainted: set[SSAValue] = set(members[0].results)
         moving: list[Operation] = []
         op = members[0].next_op
-        tainted.update(members[0].results)
         member_set = set(members)
-        while op is not None and op is not last:
+        while op is not None and op is not members[-1]:
             if op in member_set:
                 tainted.update(op.results)
             elif any(v in tainted for v in op.operands):
                 tainted.update(op.results)
                 moving.append(op)
             op = op.next_op
+        return moving
+
+    @staticmethod
+    def _sink(moving: Sequence[Operation], last: Operation) -> None:
         for op in moving:
             op.detach()
             Rewriter.insert_op(op, InsertPoint.before(last))
@@ -349,6 +361,21 @@ class _Merger:
                 value = self._insert(F.PointwiseOp("add", [value, t], out_t), root)
         root.results[0].replace_all_uses_with(value)
         _erase_dead(root)
+
+
+def _draws_random_numbers(op: Operation) -> bool:
+    """An extern whose torch op is seeded (dropout's bernoulli, rand): where it runs among others decides its numbers."""
+    if not isinstance(op, F.ExternOp):
+        return False
+    from fusec.dialects.extern_calls import resolve_target  # torch: only for graphs with externs to move
+
+    try:
+        target = resolve_target(op.target.data)
+    except LookupError:
+        return True  # unknown: assume the worst
+    import torch
+
+    return torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
 
 
 def _is_add(op: Operation) -> bool:

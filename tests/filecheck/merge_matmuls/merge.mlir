@@ -91,6 +91,18 @@ builtin.module {
   // CHECK-LABEL: fusec.graph @kept
   // CHECK-COUNT-4: fusec.extern "aten.mm.default"
   // CHECK-NOT:  fusec.cat
+
+  // Left apart: merging would move a draw of random numbers (it reads the first product) after the second
+  // projection's, which may draw its own: each draw would get other numbers than eager's.
+  fusec.graph @random(%x : !fusec.tensor<[64, 64], bf16>, %w1 : !fusec.tensor<[64, 64], bf16>, %w2 : !fusec.tensor<[64, 64], bf16>) -> (!fusec.tensor<[64, 64], bf16>, !fusec.tensor<[64, 64], bf16>) {
+    %a = fusec.extern "aten.mm.default"(%x, %w1) : (!fusec.tensor<[64, 64], bf16>, !fusec.tensor<[64, 64], bf16>) -> !fusec.tensor<[64, 64], bf16>
+    %r = fusec.extern "aten.rand_like.default"(%a) : (!fusec.tensor<[64, 64], bf16>) -> !fusec.tensor<[64, 64], bf16>
+    %b = fusec.extern "aten.mm.default"(%x, %w2) : (!fusec.tensor<[64, 64], bf16>, !fusec.tensor<[64, 64], bf16>) -> !fusec.tensor<[64, 64], bf16>
+    fusec.output %r, %b : !fusec.tensor<[64, 64], bf16>, !fusec.tensor<[64, 64], bf16>
+  }
+  // CHECK-LABEL: fusec.graph @random
+  // CHECK-COUNT-2: fusec.extern "aten.mm.default"
+  // CHECK-NOT:  fusec.cat
 }
 
 // REMARK: merged-matmuls: 3 matmuls with one left operand ([128, 64] @ [64, 64]; [128, 64] @ [64, 32]; [128, 64] @ [64, 32]) run as one call
@@ -100,6 +112,7 @@ builtin.module {
 // REMARK: merge-dependent: 1 of 2 matmuls with one left operand read another's product (through other ops): they stay apart
 // REMARK: merge-unprofitable: 2 matmuls with one left operand ([4096, 4096] @ [4096, 4096]; [4096, 4096] @ [4096, 4096]): one call would save ~2.5 µs, its operands' copies cost ~{{.*}} µs; they stay apart
 // REMARK: merge-unprofitable: 2 matmuls with summed products
+// REMARK: merge-reorders-random: 2 matmuls with one left operand: merging them would move aten.rand_like.default (it reads an earlier one's product) after the later ones' random numbers; they stay apart
 
 // Without when=always, a graph the IR does not mark as on an accelerator keeps its matmuls.
 // UNMARKED-LABEL: fusec.graph @projections
