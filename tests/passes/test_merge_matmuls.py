@@ -3,13 +3,15 @@ the reference interpreter on the graph before the pass (symbolic token counts) a
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusec.dialects import fusec as F
 from fusec.passes.merge_matmuls import MergeMatmuls
 from fusec.pipeline import default_pipeline_spec, run_pipeline
 from fusec.registry import make_context
 from fusec.runtime import compile_module, interpreter
-from fusec.testing import assert_same_results, parse
+from fusec.testing import apply_passes, assert_same_results, graph_text, parse, random_inputs
 
 ON = default_pipeline_spec().replace("merge-matmuls,", "merge-matmuls{when=always},")
 assert ON != default_pipeline_spec()
@@ -110,3 +112,63 @@ def test_only_accelerator_graphs_by_default_and_bad_options():
         MergeMatmuls(when="gpu")
     with pytest.raises(ValueError):
         MergeMatmuls(size_hints=("s0",))
+
+
+def _random_layer_graph(rnd) -> str:
+    """Projections of one input (some with row biases), weight gradients from it, sums of input gradients, and
+    pointwise readers in between, some feeding later matmuls: every merge's legality and rewriting, at random."""
+    widths = [rnd.choice([4, 8, 12]) for _ in range(4)]
+    args = ["%x : !fusec.tensor<[s0, 8], f32>"]
+    args += [f"%w{i} : !fusec.tensor<[{n}, 8], f32>, %b{i} : !fusec.tensor<[{n}], f32>, %d{i} : !fusec.tensor<[s0, {n}], f32>"
+             for i, n in enumerate(widths)]
+    lines, outs, token_values = [], [], [("%x", 8)]
+    sums: dict[int, list[str]] = {}
+    for n in range(rnd.randint(4, 12)):
+        i = rnd.randrange(4)
+        w, width = f"%w{i}", widths[i]
+        kind = rnd.random()
+        if kind < 0.4:  # a projection of a token value of width 8, maybe biased, maybe read as a reshape
+            a = rnd.choice([v for v, k in token_values if k == 8])
+            lines.append(f"%t{n} = fusec.permute {w} [1, 0] : !fusec.tensor<[{width}, 8], f32> -> !fusec.tensor<[8, {width}], f32, strides [1, 8]>")
+            lines.append(f'%p{n} = fusec.extern "aten.mm.default"({a}, %t{n}) : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[8, {width}], f32, strides [1, 8]>) -> !fusec.tensor<[s0, {width}], f32>')
+            value = f"%p{n}"
+            if rnd.random() < 0.5:
+                lines.append(f'%q{n} = fusec.pointwise "add" %p{n}, %b{i} : (!fusec.tensor<[s0, {width}], f32>, !fusec.tensor<[{width}], f32>) -> !fusec.tensor<[s0, {width}], f32>')
+                value = f"%q{n}"
+            if rnd.random() < 0.3:
+                lines.append(f"%r{n} = fusec.reshape {value} : !fusec.tensor<[s0, {width}], f32> -> !fusec.tensor<[s0, {width // 4}, 4], f32>")
+                outs.append((f"%r{n}", f"!fusec.tensor<[s0, {width // 4}, 4], f32>"))
+            elif width == 8 and rnd.random() < 0.6:  # read by a pointwise op that later projections may read
+                lines.append(f'%h{n} = fusec.pointwise "tanh" {value} : (!fusec.tensor<[s0, 8], f32>) -> !fusec.tensor<[s0, 8], f32>')
+                token_values.append((f"%h{n}", 8))
+                outs.append((f"%h{n}", "!fusec.tensor<[s0, 8], f32>"))
+            else:
+                outs.append((value, f"!fusec.tensor<[s0, {width}], f32>"))
+        elif kind < 0.7:  # a weight gradient from %x
+            lines.append(f"%u{n} = fusec.permute %d{i} [1, 0] : !fusec.tensor<[s0, {width}], f32> -> !fusec.tensor<[{width}, s0], f32, strides [1, {width}]>")
+            lines.append(f'%g{n} = fusec.extern "aten.mm.default"(%u{n}, %x) : (!fusec.tensor<[{width}, s0], f32, strides [1, {width}]>, !fusec.tensor<[s0, 8], f32>) -> !fusec.tensor<[{width}, 8], f32>')
+            outs.append((f"%g{n}", f"!fusec.tensor<[{width}, 8], f32>"))
+        else:  # a term of an input gradient sum
+            lines.append(f'%e{n} = fusec.extern "aten.mm.default"(%d{i}, {w}) : (!fusec.tensor<[s0, {width}], f32>, !fusec.tensor<[{width}, 8], f32>) -> !fusec.tensor<[s0, 8], f32>')
+            sums.setdefault(rnd.randrange(2), []).append(f"%e{n}")
+    for k, terms in sums.items():
+        total = terms[0]
+        for j, term in enumerate(terms[1:]):
+            lines.append(f'%s{k}_{j} = fusec.pointwise "add" {total}, {term} : (!fusec.tensor<[s0, 8], f32>, !fusec.tensor<[s0, 8], f32>) -> !fusec.tensor<[s0, 8], f32>')
+            total = f"%s{k}_{j}"
+        outs.append((total, "!fusec.tensor<[s0, 8], f32>"))
+    lines.append(f"fusec.output {', '.join(v for v, _ in outs)} : {', '.join(t for _, t in outs)}")
+    return graph_text(", ".join(args), ", ".join(t for _, t in outs), "\n".join("    " + line for line in lines))
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_random_layers_keep_their_meaning(seed):
+    import random
+
+    text = _random_layer_graph(random.Random(seed))
+    reference, module = parse(text), parse(text)
+    apply_passes(module, MergeMatmuls(when="always", cost_rule=False))
+    for tokens in (1, 5):
+        inputs = random_inputs(reference, {"s0": tokens}, seed=tokens)
+        assert_same_results(interpreter.run(reference, inputs), interpreter.run(module, inputs), rtol=1e-5, atol=1e-5)
