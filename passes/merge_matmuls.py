@@ -29,15 +29,16 @@ feed the input's gradient).  Members must not depend on each other; ops between 
 member's result move after the merged matmul, except a draw of random numbers (dropout), whose numbers depend on
 the draws before it (``merge-reorders-random``: left apart).
 
-Cost rule (``cost-rule``, on by default): a merge must save more than its copies cost -- each call saved is
-``GPU.matmul_latency_us`` (the flops stay), each product no longer stored and re-read by a sum's add is its bytes
-twice at ``GPU`` bandwidth.  A copy of graph inputs (weights) reads and writes their bytes, launched with the graph's
-other kernels that depend on nothing (combo-grouping); a copy of pointwise results (gradients) writes their bytes
-once, computed in their producers' kernel (vertical-fusion); a copy of anything else reads and writes them in a
-kernel of its own (its latency counted once a merge); a copy an earlier merge made costs nothing.  Symbolic sizes at
-``size-hints``.  ``merge-unprofitable`` remarks give both figures where it declines, ``merged-matmuls`` where it
-merges.  ``when``: ``accelerator`` (default) acts on graphs marked as running on an accelerator, ``always`` on
-every graph (tests on CPU), ``never`` on none.
+Cost rule (``cost-rule``, on by default): a merge must save more than its copies cost.  Each call saved is
+``GPU.matmul_latency_us`` (the flops stay); each product no longer stored and re-read by a sum's add is its bytes
+twice at ``GPU`` bandwidth.  A copy of graph inputs (weights) reads and writes their bytes, launched with the
+graph's other kernels that depend on nothing (combo-grouping); a copy of pointwise results (gradients) writes their
+bytes once, computed in their producers' kernel (vertical-fusion); a copy of anything else reads and writes them in
+a kernel of its own (its latency counted once a merge); a copy an earlier merge made costs nothing.  A column slice
+the graph returns (a training forward saves projections for the backward: SwiGLU's gate and up) costs a copy to
+eager's layout, read and written.  Symbolic sizes at ``size-hints``.  ``merge-unprofitable`` remarks give both
+figures where it declines, ``merged-matmuls`` where it merges.  ``when``: ``accelerator`` (default) acts on graphs
+marked as running on an accelerator, ``always`` on every graph (tests on CPU), ``never`` on none.
 """
 
 from __future__ import annotations
@@ -246,6 +247,11 @@ class _Merger:
         copies = [self.copy_cost(others, cat_dim, last)]
         if biases is not None:
             copies.append(self.copy_cost(biases, 0, last))
+        if side == 0:  # column slices: a graph output among their readers is copied to eager's contiguous layout
+            results = [next(iter(m.outputs[0].uses)).operation.results[0] for m in members] if biases else \
+                [m.outputs[0] for m in members]
+            copies += [(2 * _bytes(_tensor(v), self.hints) / _GPU.bandwidth_bytes_per_us, False)
+                       for v in results if _reaches_output(v)]
         kind = "one left operand" if side == 0 else "one right operand"
         moving = self._readers_between(members)
         seeded = [op for op in moving if _draws_random_numbers(op)]
@@ -361,6 +367,15 @@ class _Merger:
                 value = self._insert(F.PointwiseOp("add", [value, t], out_t), root)
         root.results[0].replace_all_uses_with(value)
         _erase_dead(root)
+
+
+def _reaches_output(v: SSAValue) -> bool:
+    """Whether the graph returns ``v`` or a view of it (a training forward's tensors saved for the backward)."""
+    for use in v.uses:
+        user = use.operation
+        if isinstance(user, F.OutputOp) or (isinstance(user, F.VIEW_OPS) and _reaches_output(user.results[0])):
+            return True
+    return False
 
 
 def _draws_random_numbers(op: Operation) -> bool:
