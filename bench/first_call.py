@@ -2,7 +2,8 @@
 
     python bench/first_call.py MODEL infer|train BACKEND [--dynamic]
 
-BACKEND is fusec, inductor, inductor-combo or any Dynamo backend (``aot_eager_decomp_partition`` gives the share
+BACKEND is fusec or one of bench/models.py's fusec variants (``fusec+merge-matmuls{when=never}``: the default
+pipeline with a pass's options), inductor, inductor-combo or any Dynamo backend (``aot_eager_decomp_partition`` gives the share
 of Dynamo and AOTAutograd alone).  For fusec, prints beside the first call's seconds the time in each stage
 (import, the pipeline and its slowest passes, lowering, the compile pool's precompile, building launchers), as one
 JSON line; ``--profile FILE`` also writes a cProfile of the first call.  Run each configuration in a fresh process,
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from models import SIZES, build, inputs, loss_of, main_of
+from models import SIZES, build, fusec_variant, inputs, loss_of, main_of
 
 spent: collections.Counter[str] = collections.Counter()
 calls: collections.Counter[str] = collections.Counter()
@@ -81,7 +82,8 @@ def main() -> None:
     p.add_argument("--device", default="cuda", help="cuda; cpu checks the script itself (kernels interpreted)")
     p.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
     args = p.parse_args()
-    if args.backend == "fusec":
+    fusec = args.backend == "fusec" or args.backend.startswith("fusec+")
+    if fusec:
         instrument_fusec()
     torch.manual_seed(0)
     model, kind = build(args.model)
@@ -96,8 +98,9 @@ def main() -> None:
         import torch._inductor.config as inductor_config
 
         inductor_config.combo_kernels = args.backend == "inductor-combo"
-    compiled = torch.compile(model, backend="inductor" if args.backend.startswith("inductor") else args.backend,
-                             dynamic=args.dynamic or None)
+    backend = "inductor" if args.backend.startswith("inductor") else "fusec" if fusec else args.backend
+    compiled = torch.compile(model, backend=backend, dynamic=args.dynamic or None,
+                             options=fusec_variant(args.backend) if fusec else None)
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
