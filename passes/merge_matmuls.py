@@ -188,9 +188,9 @@ class _Merger:
     def _decide(self, kind: str, members: Sequence[F.ExternOp], copies: Sequence[tuple[float, bool]],
                 stored: Sequence[TensorType] = ()) -> bool:
         saved = (len(members) - 1) * _GPU.matmul_latency_us
+        saved += sum(2 * _bytes(t, self.hints) for t in stored) / _GPU.bandwidth_bytes_per_us
         # a merge's copies that launch on their own are independent of each other: combo-grouping launches them as one
         copies_us = sum(us for us, _ in copies) + (_GPU.kernel_latency_us if any(launch for _, launch in copies) else 0.0)
-        saved += sum(2 * _bytes(t, self.hints) for t in stored) / _GPU.bandwidth_bytes_per_us
         shapes = "; ".join(f"[{show_dims(_tensor(m.inputs[0]).dims)}] @ [{show_dims(_tensor(m.inputs[1]).dims)}]" for m in members)
         if self.cost_rule and saved <= copies_us:
             remarks.emit(PASS, "merge-unprofitable", f"{len(members)} matmuls with {kind} ({shapes}): one call would "
@@ -306,7 +306,6 @@ class _Merger:
             return bias
         return self._insert(F.ReshapeOp(bias, TensorType([t.dims[-1]], t.element_type)), at)
 
-    @staticmethod
     @staticmethod
     def _readers_between(members: Sequence[F.ExternOp]) -> list[Operation]:
         """The ops between the first and the last member that read an earlier member's result (through other ops):
