@@ -55,22 +55,17 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_size_hints
+from fusec.analysis.cost_model import GPU, SizeHints, element_bytes, parse_size_hints, resolve_size_hints
 from fusec.analysis.view_layouts import Layout, view_layout
-from fusec.base import dtypes, remarks
+from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import TensorType
+from fusec.dialects.attributes import TensorType, tensor_type_of
 from fusec.passes.bias_epilogues import biased_product
 from fusec.passes.pad_matmuls import check_when, graphs_to_change, show_dims
 
 PASS = "merge-matmuls"
 MM = "aten.mm.default"
 _GPU = GPU()
-
-
-def _tensor(v: SSAValue) -> TensorType:
-    assert isinstance(v.type, TensorType)
-    return v.type
 
 
 def _is_mm(op: object) -> TypeGuard[F.ExternOp]:
@@ -86,7 +81,7 @@ def _is_mm(op: object) -> TypeGuard[F.ExternOp]:
 def _transposed(v: SSAValue) -> SSAValue | None:
     """``u`` where ``v`` is ``fusec.permute u [1, 0]`` of a contiguous ``u``."""
     op = v.owner
-    if isinstance(op, F.PermuteOp) and op.perm_list == [1, 0] and _tensor(op.input).is_contiguous:
+    if isinstance(op, F.PermuteOp) and op.perm_list == [1, 0] and tensor_type_of(op.input).is_contiguous:
         return op.input
     return None
 
@@ -107,7 +102,7 @@ def _sources(values: Sequence[SSAValue], dim: int) -> list[SSAValue] | None:
 
 
 def _cat_type(values: Sequence[SSAValue], dim: int) -> TensorType:
-    types = [_tensor(v) for v in values]
+    types = [tensor_type_of(v) for v in values]
     dims = list(types[0].dims)
     dims[dim] = sympy.Add(*[t.dims[dim] for t in types])
     return TensorType(dims, types[0].element_type)
@@ -124,7 +119,8 @@ def _producer_kind(v: SSAValue) -> str:
 
 
 def _bytes(t: TensorType, hints: SizeHints) -> int:
-    return hints(sympy.Mul(*t.dims)) * dtypes.of_ir(t.element_type).bytes
+    """The bytes of ``t``'s elements (a copy moves these, not the span of a strided view's buffer)."""
+    return hints(shapes.numel(t.dims)) * element_bytes(t)
 
 
 class _Merger:
@@ -142,7 +138,7 @@ class _Merger:
         sources = _sources(values, dim)
         if sources is not None:
             inner = self._plain_cat(sources, 1 - dim, at)
-            t = _tensor(inner)
+            t = tensor_type_of(inner)
             permuted = TensorType([t.dims[1], t.dims[0]], t.element_type, [t.layout[1], t.layout[0]])
             return self._insert(F.PermuteOp(inner, [1, 0], permuted), at)
         return self._plain_cat(values, dim, at)
@@ -179,7 +175,7 @@ class _Merger:
         us, launch = 0.0, False
         for v in values:
             kind = _producer_kind(v)
-            us += (1 if kind == "pointwise" else 2) * _bytes(_tensor(v), self.hints) / _GPU.bandwidth_bytes_per_us
+            us += (1 if kind == "pointwise" else 2) * _bytes(tensor_type_of(v), self.hints) / _GPU.bandwidth_bytes_per_us
             launch = launch or kind == "other"
         return us, launch
 
@@ -191,7 +187,7 @@ class _Merger:
         saved += sum(2 * _bytes(t, self.hints) for t in stored) / _GPU.bandwidth_bytes_per_us
         # a merge's copies that launch on their own are independent of each other: combo-grouping launches them as one
         copies_us = sum(us for us, _ in copies) + (_GPU.kernel_latency_us if any(launch for _, launch in copies) else 0.0)
-        shapes = "; ".join(f"[{show_dims(_tensor(m.inputs[0]).dims)}] @ [{show_dims(_tensor(m.inputs[1]).dims)}]" for m in members)
+        shapes = "; ".join(" @ ".join(f"[{show_dims(tensor_type_of(v).dims)}]" for v in m.inputs) for m in members)
         if self.cost_rule and saved <= copies_us:
             remarks.emit(PASS, "merge-unprofitable", f"{len(members)} matmuls with {kind} ({shapes}): one call would "
                          f"save ~{saved:.1f} µs, its operands' copies cost ~{copies_us:.1f} µs; they stay apart",
@@ -209,7 +205,7 @@ class _Merger:
         groups: dict[tuple, list[F.ExternOp]] = defaultdict(list)
         for op in self.graph.block.ops:
             if _is_mm(op):
-                inner = _tensor(op.inputs[side]).dims[1 - side]  # K, the dim the other operands must share
+                inner = tensor_type_of(op.inputs[side]).dims[1 - side]  # K, the dim the other operands must share
                 groups[(_key(op.inputs[side]), str(inner))].append(op)
         for group in groups.values():
             members = self._independent(group)
@@ -243,15 +239,16 @@ class _Merger:
         shared = members[0].inputs[side]  # defined before the first member, so before the last
         others = [m.inputs[1 - side] for m in members]
         cat_dim = 1 if side == 0 else 0  # B_i side by side along N; A_i stacked along M
-        biases = self._row_biases(members, last) if side == 0 else None
+        biased = self._row_biases(members, last) if side == 0 else None
+        adds = [add for add, _ in biased] if biased else []
+        biases = [bias for _, bias in biased] if biased else []
+        olds = [add.results[0] for add in adds] if adds else [m.outputs[0] for m in members]  # what the slices replace
         copies = [self.copy_cost(others, cat_dim, last)]
-        if biases is not None:
+        if biases:
             copies.append(self.copy_cost(biases, 0, last))
         if side == 0:  # column slices: a graph output among their readers is copied to eager's contiguous layout
-            results = [next(iter(m.outputs[0].uses)).operation.results[0] for m in members] if biases else \
-                [m.outputs[0] for m in members]
-            copies += [(2 * _bytes(_tensor(v), self.hints) / _GPU.bandwidth_bytes_per_us, False)
-                       for v in results if _reaches_output(v)]
+            copies += [(2 * _bytes(tensor_type_of(v), self.hints) / _GPU.bandwidth_bytes_per_us, False)
+                       for v in olds if _reaches_output(v)]
         kind = "one left operand" if side == 0 else "one right operand"
         moving = self._readers_between(members)
         seeded = [op for op in moving if _draws_random_numbers(op)]
@@ -264,17 +261,15 @@ class _Merger:
             return
         other = self._cat_at(others, cat_dim, last)
         a, b = (shared, other) if side == 0 else (other, shared)
-        ta, tb = _tensor(a), _tensor(b)
+        ta, tb = tensor_type_of(a), tensor_type_of(b)
         product_t = TensorType([ta.dims[0], tb.dims[1]], ta.element_type)
         product = self._insert(F.ExternOp(MM, [a, b], None, [product_t]), last)
-        adds = [next(iter(m.outputs[0].uses)).operation for m in members] if biases is not None else []
-        if biases is not None:
+        if biases:
             bias = self._plain_cat([self._flat(bias, last) for bias in biases], 0, last)
             product = self._insert(F.PointwiseOp("add", [product, bias], product_t), last)
-        olds = [add.results[0] for add in adds] if adds else [m.outputs[0] for m in members]
         pieces, start = [], sympy.Integer(0)
         for old in olds:
-            t = _tensor(old)
+            t = tensor_type_of(old)
             pieces.append(self._insert(F.SliceOp(product, cat_dim, start, 1, TensorType(t.dims, t.element_type, product_t.layout)),
                                        last))
             start = start + t.dims[cat_dim]
@@ -284,24 +279,23 @@ class _Merger:
         for op in [*adds, *members]:
             Rewriter.erase_op(op)
 
-    def _row_biases(self, members: Sequence[F.ExternOp], at: Operation) -> list[SSAValue] | None:
-        """Each member's row bias where every product's one reader adds one (``x @ W_i.t() + b_i``) and every bias is
-        defined before ``at``."""
-        biases = []
+    def _row_biases(self, members: Sequence[F.ExternOp], at: Operation) -> list[tuple[Operation, SSAValue]] | None:
+        """Each member's (add, row bias) where every product's one reader adds one (``x @ W_i.t() + b_i``) and every
+        bias is defined before ``at``."""
+        biased: list[tuple[Operation, SSAValue]] = []
         for m in members:
             product = m.outputs[0]
             add = next(iter(product.uses)).operation if product.has_one_use() else None
-            found = biased_product(add) if isinstance(add, F.PointwiseOp) else None
-            if found is None or found[0] is not m:
+            if not isinstance(add, F.PointwiseOp) or (found := biased_product(add)) is None or found[0] is not m:
                 return None
             owner = found[1].owner
             if isinstance(owner, Operation) and not owner.is_before_in_block(at):
                 return None
-            biases.append(found[1])
-        return biases
+            biased.append((add, found[1]))
+        return biased
 
     def _flat(self, bias: SSAValue, at: Operation) -> SSAValue:
-        t = _tensor(bias)
+        t = tensor_type_of(bias)
         if t.rank == 1:
             return bias
         return self._insert(F.ReshapeOp(bias, TensorType([t.dims[-1]], t.element_type)), at)
@@ -341,7 +335,7 @@ class _Merger:
             products = [(t, mm) for t, mm in leaves if mm is not None]
             by_shape: dict[tuple, list] = defaultdict(list)
             for t, mm in products:
-                by_shape[(str(_tensor(mm.outputs[0]).dims), str(_tensor(mm.outputs[0]).element_type))].append((t, mm))
+                by_shape[(str(tensor_type_of(mm.outputs[0]).dims), str(tensor_type_of(mm.outputs[0]).element_type))].append((t, mm))
             group = max(by_shape.values(), key=len, default=[])
             if len(group) >= 2:
                 self._merge_sum(root, terms, group)
@@ -350,14 +344,14 @@ class _Merger:
         members = [mm for _, mm in group]
         lefts, rights = [m.inputs[0] for m in members], [m.inputs[1] for m in members]
         copies = [self.copy_cost(lefts, 1, root), self.copy_cost(rights, 0, root)]
-        stored = [_tensor(m.outputs[0]) for m in members[1:]]
+        stored = [tensor_type_of(m.outputs[0]) for m in members[1:]]
         if not self._decide("summed products", members, copies, stored):
             return
         a = self._cat_at(lefts, 1, root)
         b = self._cat_at(rights, 0, root)
-        product_t = _tensor(members[0].outputs[0])
+        product_t = tensor_type_of(members[0].outputs[0])
         value = self._insert(F.ExternOp(MM, [a, b], None, [product_t]), root)
-        out_t = _tensor(root.results[0])
+        out_t = tensor_type_of(root.results[0])
         if product_t.dims != out_t.dims:
             value = self._insert(F.ReshapeOp(value, TensorType(out_t.dims, out_t.element_type)), root)
         merged = {id(t) for t, _ in group}
@@ -434,43 +428,35 @@ def _erase_dead(op: Operation) -> None:
             _erase_dead(p)
 
 
-def _view_like(view: Operation, source: SSAValue, t: TensorType) -> Operation:
-    """``view`` applied to ``source`` instead, with result type ``t``."""
-    if isinstance(view, F.PermuteOp):
-        return F.PermuteOp(source, view.perm_list, t)
-    if isinstance(view, F.SliceOp):
-        return F.SliceOp(source, view.dim.data, view.start.data, view.step.data, t)
-    if isinstance(view, F.ReshapeOp):
-        return F.ReshapeOp(source, t)
-    assert isinstance(view, F.ExpandOp)
-    return F.ExpandOp(source, t)
-
-
 def _replace_with_view(old: SSAValue, new: SSAValue) -> None:
-    """Make ``old``'s readers read ``new`` (the same elements, another layout): views are retyped for the layout
-    (their readers in turn), a graph output or a view that cannot be one reads a contiguous copy."""
-    old_t, new_t = _tensor(old), _tensor(new)
-    if old_t == new_t:
-        old.replace_all_uses_with(new)
+    """Make ``old``'s readers read ``new``: the same elements in another layout."""
+    old_t = tensor_type_of(old)
+    old.replace_all_uses_with(new)
+    _reread(new, old_t)
+
+
+def _reread(value: SSAValue, written_for: TensorType) -> None:
+    """``value``'s readers were written for ``written_for``, the layout it had: views are retyped for the one it has
+    now (their readers in turn, as channels-last retypes values); a graph output, or a view that cannot be one of
+    it, reads a copy in the old layout.  Kernels and externs read any layout."""
+    t = tensor_type_of(value)
+    if t == written_for:
         return
     copy: SSAValue | None = None
-    for use in list(old.uses):
+    for use in list(value.uses):
         user = use.operation
         if isinstance(user, F.VIEW_OPS):
-            layout = view_layout(user, Layout(tuple(new_t.dims), tuple(new_t.layout), sympy.Integer(0)))
+            layout = view_layout(user, Layout(tuple(t.dims), tuple(t.layout), sympy.Integer(0)))
             if layout is not None:
-                result_t = _tensor(user.results[0])
-                retyped = _view_like(user, new, TensorType(result_t.dims, result_t.element_type, list(layout.strides)))
-                Rewriter.insert_op(retyped, InsertPoint.after(user))
-                _replace_with_view(user.results[0], retyped.results[0])
-                Rewriter.erase_op(user)
+                before = tensor_type_of(user.results[0])
+                retyped = TensorType(before.dims, before.element_type, list(layout.strides))
+                _reread(Rewriter.replace_value_with_new_type(user.results[0], retyped), before)
                 continue
         elif not isinstance(user, F.OutputOp):
-            user.operands[use.index] = new  # kernels and externs read any layout
             continue
         if copy is None:
-            copy_op = F.PointwiseOp("identity", [new], old_t)
-            Rewriter.insert_op(copy_op, InsertPoint.after(new.owner))  # type: ignore[arg-type]
+            copy_op = F.PointwiseOp("identity", [value], written_for)
+            Rewriter.insert_op(copy_op, InsertPoint.after(value.owner))  # type: ignore[arg-type]
             copy = copy_op.results[0]
         user.operands[use.index] = copy
 

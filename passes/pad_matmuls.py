@@ -47,7 +47,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from fusec.analysis.cost_model import GPU, SizeHints, parse_size_hints, resolve_size_hints
 from fusec.base import dtypes, remarks
 from fusec.dialects import fusec as F
-from fusec.dialects.attributes import TensorType
+from fusec.dialects.attributes import TensorType, tensor_type_of
 
 MATMULS = frozenset({"aten.mm.default", "aten.bmm.default"})  # addmm/baddbmm reach the IR as mm/bmm + epilogue
 WHEN = ("accelerator", "always", "never")
@@ -186,11 +186,11 @@ class PadMatmuls(ModulePass):
         value: SSAValue = product.outputs[0]
         for d, size in ((-2, m), (-1, n)):
             if size != product_type.dims[d]:
-                vt = _tensor(value)
+                vt = tensor_type_of(value)
                 value = self._insert(F.SliceOp(value, vt.rank + d, 0, 1, _narrowed(vt, d, size)), extern)
         sliced = value
         copy = None
-        if copied and not _tensor(sliced).is_contiguous:
+        if copied and not tensor_type_of(sliced).is_contiguous:
             copy = self._insert(F.PointwiseOp("identity", [sliced], t), extern)
             for use in copied:
                 use.operation.operands[use.index] = copy
@@ -262,11 +262,6 @@ def _padding_gain_us(hints: SizeHints, t: TensorType, bmkn: list, copies: list[T
         moved.append(batch * m * n * dtypes.of_ir(t.element_type).bytes)
     cost = sum(2 * b / gpu.bandwidth_bytes_per_us + gpu.launch_overhead_us for b in moved)
     return saved, cost
-
-
-def _tensor(v: SSAValue) -> TensorType:
-    assert isinstance(v.type, TensorType)
-    return v.type
 
 
 def _narrowed(t: TensorType, d: int, size: sympy.Expr) -> TensorType:
