@@ -116,6 +116,7 @@ from fusec.dialects.graph_ops import (
     DEVICE_MARK,
     FLOAT32_MATMUL_PRECISION_MARK,
     INPUT_MUTATIONS,
+    SAVED_OUTPUTS,
     SM_COUNT_MARK,
     CatOp,
     ConstantOp,
@@ -166,7 +167,7 @@ __all__ = [
     "POINTWISE_FUNCTIONS", "PREDICATES", "REDUCTIONS", "broadcast_types", "reduction_result_type",
     # graph ops and views
     "ALIGNED_INPUTS", "CUDNN_ALLOW_TF32_MARK", "DEVICE_CAPABILITY_MARK", "DEVICE_MARK", "INPUT_MUTATIONS",
-    "FLOAT32_MATMUL_PRECISION_MARK", "SM_COUNT_MARK",
+    "FLOAT32_MATMUL_PRECISION_MARK", "SAVED_OUTPUTS", "SM_COUNT_MARK",
     "CatOp", "ConstantOp", "ExternOp", "GatherOp", "GraphOp", "IndexOp", "OutputOp", "PointwiseCanonicalization",
     "VIEW_OPS", "PointwiseOp", "ReduceOp", "SymbolicOp", "find_graph", "flat_returns", "op_symbol_uses",
     "ExpandOp", "PermuteOp", "ReshapeOp", "SliceOp",

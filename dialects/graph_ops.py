@@ -78,6 +78,9 @@ INPUT_MUTATIONS = "fusec.input_mutations"
 # buffers under torch.compile, as AOTAutograd's static inputs; aligned when traced): the launcher does not check
 # their alignment (as Inductor checks only its other inputs).
 ALIGNED_INPUTS = "fusec.aligned_inputs"
+# ``N : i64`` on a training forward: its outputs from the N-th on are saved for the backward, which AOTAutograd
+# compiles for the strides fusec.backend reports, so passes may hand them in any layout with static strides.
+SAVED_OUTPUTS = "fusec.saved_outputs"
 
 
 @irdl_op_definition
@@ -139,6 +142,19 @@ class GraphOp(IRDLOperation):
         """Inputs whose alignment the launcher need not check (``ALIGNED_INPUTS``)."""
         attr = self.attributes.get(ALIGNED_INPUTS)
         return frozenset(attr.get_values()) if isinstance(attr, DenseArrayBase) else frozenset()
+
+    def declare_returned_types(self) -> None:
+        """Declare the types ``fusec.output`` returns (after a pass laid out an output anew: a saved tensor)."""
+        fn = self.function_type
+        self.function_type = FunctionType.from_lists(list(fn.inputs.data), [v.type for v in self.output_op.values])
+
+    @property
+    def saved_outputs_from(self) -> int | None:
+        """The first output saved for the backward (``SAVED_OUTPUTS``), or None outside a training forward."""
+        attr = self.attributes.get(SAVED_OUTPUTS)
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+        return attr.data if isinstance(attr, IntAttr) else None
 
     def set_input_mutations(self, mutations: Sequence[tuple[int, int, bool]]) -> None:
         if not mutations:

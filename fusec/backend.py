@@ -277,9 +277,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     if saved_from is not None:  # their layouts are the pipeline's to choose (channels-last): reported to AOTAutograd
         from xdsl.dialects.builtin import IntegerAttr, i64
 
-        from fusec.passes.channels_last import SAVED_OUTPUTS
-
-        F.find_graph(module).attributes[SAVED_OUTPUTS] = IntegerAttr(saved_from, i64)
+        F.find_graph(module).attributes[F.SAVED_OUTPUTS] = IntegerAttr(saved_from, i64)
     aligned_placeholders = set(aligned)
     trusted = sorted(slot.index for j, slot in enumerate(info.inputs) if slot.kind == "tensor" and j in aligned_placeholders)
     if trusted:
@@ -373,7 +371,8 @@ def _runner(gm: torch.fx.GraphModule, info: ImportInfo, executor, kind: str, opt
     from fusec.runtime import CompiledGraph
 
     if isinstance(executor, CompiledGraph):
-        _report_output_strides(gm, info, executor.launcher.output_orders)
+        _report_output_strides(gm, info, executor.launcher.output_orders, executor.launcher.strided_outputs,
+                               _saved_outputs_from(info, kind))
         info = _laid_out_already(gm, info, executor.launcher.dense_orders)
     return boxed_runner(info, _replayed(executor, gm, kind, info, options))
 
@@ -397,26 +396,33 @@ def _saved_outputs_from(info: ImportInfo, kind: str) -> int | None:
     return max(user, default=-1) + 1  # under symbolic sizes the channels-last pass moves none of them
 
 
-def _report_output_strides(gm: torch.fx.GraphModule, info: ImportInfo, orders) -> None:
-    """Tell AOTAutograd the strides of outputs the pipeline laid out otherwise than eager (channels-last
-    activations saved for the backward), so that it compiles the backward for them (None: eager's)."""
+def _report_output_strides(gm: torch.fx.GraphModule, info: ImportInfo, orders, strided, saved_from: int | None) -> None:
+    """Tell AOTAutograd the strides of outputs the pipeline laid out otherwise than eager -- channels-last
+    activations (``orders``: dense in another dim order) and, among those saved for the backward (``saved_from``
+    on), column slices of merged projections (``strided``: static strides) -- so that it compiles the backward for
+    them (None: eager's)."""
     context = torch._guards.TracingContext.try_get()
-    if context is None or context.output_strides is None or not any(o is not None for o in orders):
+    if context is None or context.output_strides is None or not any(o is not None for o in (*orders, *strided)):
         return
     values = list(gm.graph.find_nodes(op="output")[0].args[0])
     strides: list = []
     for slot, node in zip(info.outputs, values, strict=True):
-        order = orders[slot.index] if slot.kind == "tensor" and slot.index < len(orders) else None
+        tensor = slot.kind == "tensor"
+        order = orders[slot.index] if tensor and slot.index < len(orders) else None
+        saved = tensor and saved_from is not None and slot.index >= saved_from and slot.strides is None
+        exact = strided[slot.index] if saved and slot.index < len(strided) else None
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        if order is None or slot.dim_order is not None or not isinstance(val, torch.Tensor):
+        if (order is None and exact is None) or slot.dim_order is not None or not isinstance(val, torch.Tensor):
             strides.append(None)
-            continue
-        stride: list = [None] * val.dim()
-        inner = 1
-        for d in reversed(order):
-            stride[d] = inner
-            inner = inner * val.shape[d]
-        strides.append(tuple(stride))
+        elif exact is not None or order is None:
+            strides.append(exact)
+        else:
+            stride: list = [None] * val.dim()
+            inner = 1
+            for d in reversed(order):
+                stride[d] = inner
+                inner = inner * val.shape[d]
+            strides.append(tuple(stride))
     context.output_strides.extend(strides)
 
 

@@ -78,6 +78,9 @@ class Launcher:
     # per output: the order of its dims of size other than 1, outermost first, where its layout is dense (row-major
     # too); None where it is not dense.  The layout every call returns: what the runtime need not check again.
     dense_orders: tuple[tuple[int, ...] | None, ...] = ()
+    # per output: its strides where its layout is not dense and every stride is an integer (a column slice of a
+    # merged projection saved for the backward: fusec.backend reports them to AOTAutograd); None elsewhere
+    strided_outputs: tuple[tuple[int, ...] | None, ...] = ()
 
 
 def runtime_globals() -> dict[str, object]:
@@ -295,7 +298,9 @@ class _LauncherWriter:
         orders = tuple(dim_order(t.dims, t.layout) if isinstance(t := v.type, TensorType) else None
                        for v in returned)
         dense = tuple(_dense_order(v.type) for v in returned)
-        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys, orders, dense)
+        strided = tuple(None if d is not None else _static_strides(v.type) for v, d in zip(returned, dense, strict=True))
+        return Launcher(self.gname, source, tuple(self.kernels.values()), tuple(self.externs.items()), keys, orders, dense,
+                        strided)
 
     def read_storage_plan(self) -> None:
         """reuse-buffers' ``fusec.storage`` marks, where it ran: which storage each kernel result is written into."""
@@ -645,6 +650,12 @@ def _is_graph_output(v: SSAValue) -> bool:
 
 def _is_input(v: SSAValue) -> bool:
     return isinstance(v, BlockArgument)
+
+
+def _static_strides(t) -> tuple[int, ...] | None:
+    if not isinstance(t, TensorType) or not all(isinstance(s, sympy.Integer) for s in t.layout):
+        return None
+    return tuple(int(s) for s in t.layout)
 
 
 def _dense_order(t) -> tuple[int, ...] | None:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, IntAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -53,20 +53,12 @@ CONVOLUTION_BACKWARD = "aten.convolution_backward.default"
 # Externs whose torch kernels return channels-last results for channels-last inputs (their first operand).
 FOLLOWERS = frozenset({"aten.max_pool2d_with_indices.default", "aten.max_pool2d_with_indices_backward.default",
                        "aten.avg_pool2d.default", "aten.avg_pool2d_backward.default"})
-SAVED_OUTPUTS = "fusec.saved_outputs"  # on a graph: outputs from this index on are saved for the backward
 WHEN = ("auto", "always", "never")
 
 
 def channels_last(t: TensorType) -> TensorType:
     n, c, h, w = t.dims
     return TensorType(t.dims, t.element_type, [c * h * w, 1, w * c, c])
-
-
-def saved_outputs_from(graph: F.GraphOp) -> int | None:
-    attr = graph.attributes.get(SAVED_OUTPUTS)  # printed ``fusec.saved_outputs = 12 : i64``
-    if isinstance(attr, IntegerAttr):
-        return attr.value.data
-    return attr.data if isinstance(attr, IntAttr) else None
 
 
 @dataclass(frozen=True)
@@ -108,7 +100,7 @@ def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
     tf32 = t.element_type == F.F32 and graph.mark(F.CUDNN_ALLOW_TF32_MARK) is True
     if not dtype.is_float or (dtype.bytes != 2 and not tf32):
         return False
-    training = saved_outputs_from(graph) is not None or any(c.target.data == CONVOLUTION_BACKWARD for c in convs)
+    training = graph.saved_outputs_from is not None or any(c.target.data == CONVOLUTION_BACKWARD for c in convs)
     if training and graph.declared_symbols:
         remarks.emit(pass_name, "channels-last-skipped", "a training graph with symbolic sizes keeps its layouts "
                      "(when=always relayouts it): its forward cannot hand its saved tensors on channels-last", graph)
@@ -147,7 +139,7 @@ class _Relayout:
         self.graph = graph
         self.pass_name = pass_name
         # Saved outputs move only under static sizes: AOTAutograd restrides a backward's inputs to static strides.
-        self.saved_from = saved_outputs_from(graph) if not graph.declared_symbols else None
+        self.saved_from = graph.saved_outputs_from if not graph.declared_symbols else None
         self.declined: dict[F.ExternOp, str] = {}  # convolutions left as they are, and why
 
     def movable(self, v: SSAValue) -> str | None:
@@ -167,9 +159,7 @@ class _Relayout:
             assert isinstance(t, TensorType)
             Rewriter.replace_value_with_new_type(v, channels_last(t))
         if self.saved_from is not None:  # saved outputs may have moved: the graph declares what it returns
-            fn = self.graph.function_type
-            self.graph.function_type = FunctionType.from_lists(list(fn.inputs.data),
-                                                               [v.type for v in self.graph.output_op.values])
+            self.graph.declare_returned_types()
         made: dict[SSAValue, SSAValue] = {}  # one copy of a value for every convolution reading it
         for conv, i in copies:
             v = conv.inputs[i]

@@ -16,7 +16,9 @@ operands being ``fusec.cat`` ops (kernels that form-kernels makes and vertical-f
   of the product.  Where every product is read only by a row-bias add (``A @ W_i.t() + b_i``), the biases are
   concatenated and added once, so that bias-epilogues can still make it one ``addmm``.  Views reading a slice are
   retyped for its row stride; a graph output or a view that cannot be one of the strided slice reads a contiguous
-  copy (``fusec.pointwise "identity"``);
+  copy (``fusec.pointwise "identity"``), except an output a training forward saves for its backward
+  (``fusec.saved_outputs``) whose strides are static and that no torch kernel but a matmul reads: AOTAutograd
+  compiles the backward for the strides the backend reports;
 - **one right operand** ``A_i @ B`` (weight gradients ``dy_i.t() @ x``): ``cat(A_i, dim 0) @ B``, each result a row
   slice (contiguous);
 - **a sum of products** ``A_1 @ B_1 + A_2 @ B_2 + ...`` (an input's gradient over its projections, through reshapes):
@@ -35,8 +37,8 @@ twice at ``GPU`` bandwidth.  A copy of graph inputs (weights) reads and writes t
 graph's other kernels that depend on nothing (combo-grouping); a copy of pointwise results (gradients) writes their
 bytes once, computed in their producers' kernel (vertical-fusion); a copy of anything else reads and writes them in
 a kernel of its own (its latency counted once a merge); a copy an earlier merge made costs nothing.  A column slice
-the graph returns (a training forward saves projections for the backward: SwiGLU's gate and up) costs a copy to
-eager's layout, read and written.  Symbolic sizes at ``size-hints``.  ``merge-unprofitable`` remarks give both
+the graph returns in eager's layout (to the user; or saved for the backward under symbolic sizes) costs a copy,
+read and written.  Symbolic sizes at ``size-hints``.  ``merge-unprofitable`` remarks give both
 figures where it declines, ``merged-matmuls`` where it merges.  ``when``: ``accelerator`` (default) acts on graphs
 marked as running on an accelerator, ``always`` on every graph (tests on CPU), ``never`` on none.
 """
@@ -51,7 +53,7 @@ from typing import TypeGuard
 import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, SSAValue, Use
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -61,7 +63,7 @@ from fusec.base import remarks, shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType, tensor_type_of
 from fusec.passes.bias_epilogues import biased_product
-from fusec.passes.pad_matmuls import check_when, graphs_to_change, show_dims
+from fusec.passes.pad_matmuls import MATMULS, check_when, graphs_to_change, show_dims
 
 PASS = "merge-matmuls"
 MM = "aten.mm.default"
@@ -129,6 +131,8 @@ class _Merger:
     def __init__(self, graph: F.GraphOp, hints: SizeHints, cost_rule: bool):
         self.graph, self.hints, self.cost_rule = graph, hints, cost_rule
         self.cats: dict[tuple, Operation] = {}
+        # outputs from this one on are saved for the backward, handed on strided where their strides are static
+        self.saved_from = graph.saved_outputs_from
 
     # ------------------------------------------------------------ concatenations
 
@@ -246,9 +250,10 @@ class _Merger:
         copies = [self.copy_cost(others, cat_dim, last)]
         if biases:
             copies.append(self.copy_cost(biases, 0, last))
-        if side == 0:  # column slices: a graph output among their readers is copied to eager's contiguous layout
+        if side == 0:  # column slices the graph returns are copied to eager's layout, but for saved static ones
+            static = not self.graph.declared_symbols
             copies += [(2 * _bytes(tensor_type_of(v), self.hints) / _GPU.bandwidth_bytes_per_us, False)
-                       for v in olds if _reaches_output(v)]
+                       for v in olds if _returned_dense(v, self.saved_from if static else None)]
         kind = "one left operand" if side == 0 else "one right operand"
         moving = self._readers_between(members)
         seeded = [op for op in moving if _draws_random_numbers(op)]
@@ -275,7 +280,9 @@ class _Merger:
             start = start + t.dims[cat_dim]
         self._sink(moving, last)  # after the new ops: readers of earlier members' results follow them
         for old, piece in zip(olds, pieces, strict=True):
-            _replace_with_view(old, piece)
+            _replace_with_view(old, piece, self.saved_from)
+        if self.saved_from is not None:  # a saved output may now be a strided slice
+            self.graph.declare_returned_types()
         for op in [*adds, *members]:
             Rewriter.erase_op(op)
 
@@ -362,13 +369,26 @@ class _Merger:
         _erase_dead(root)
 
 
-def _reaches_output(v: SSAValue) -> bool:
-    """Whether the graph returns ``v`` or a view of it (a training forward's tensors saved for the backward)."""
+def _returned_dense(v: SSAValue, saved_from: int | None) -> bool:
+    """Whether the graph returns ``v`` or a view of it in eager's layout (``_saved_strided`` says which not)."""
     for use in v.uses:
         user = use.operation
-        if isinstance(user, F.OutputOp) or (isinstance(user, F.VIEW_OPS) and _reaches_output(user.results[0])):
+        if isinstance(user, F.OutputOp) and not _saved_strided(use, saved_from):
+            return True
+        if isinstance(user, F.VIEW_OPS) and _returned_dense(user.results[0], saved_from):
             return True
     return False
+
+
+def _saved_strided(use: Use, saved_from: int | None) -> bool:
+    """Whether an output may keep a slice's strides: one saved for the backward (from ``saved_from`` on) that no
+    torch kernel but a matmul reads here.  The backward hands such a tensor to that kernel's backward (cuDNN
+    attention's query, key and value), which copies operands that are not dense: on an H200, ViT-tiny's training
+    step took 2313 µs with its strided q/k/v saved, 2206 with dense copies (36 aten copies more a step)."""
+    if saved_from is None or use.index < saved_from:
+        return False
+    return not any(isinstance(u.operation, F.ExternOp) and u.operation.target.data not in MATMULS
+                   for u in use.operation.operands[use.index].uses)
 
 
 def _draws_random_numbers(op: Operation) -> bool:
@@ -428,17 +448,18 @@ def _erase_dead(op: Operation) -> None:
             _erase_dead(p)
 
 
-def _replace_with_view(old: SSAValue, new: SSAValue) -> None:
+def _replace_with_view(old: SSAValue, new: SSAValue, saved_from: int | None) -> None:
     """Make ``old``'s readers read ``new``: the same elements in another layout."""
     old_t = tensor_type_of(old)
     old.replace_all_uses_with(new)
-    _reread(new, old_t)
+    _reread(new, old_t, saved_from)
 
 
-def _reread(value: SSAValue, written_for: TensorType) -> None:
+def _reread(value: SSAValue, written_for: TensorType, saved_from: int | None) -> None:
     """``value``'s readers were written for ``written_for``, the layout it had: views are retyped for the one it has
     now (their readers in turn, as channels-last retypes values); a graph output, or a view that cannot be one of
-    it, reads a copy in the old layout.  Kernels and externs read any layout."""
+    it, reads a copy in the old layout -- but an output saved for the backward (from ``saved_from`` on) with static
+    strides, which fusec.backend reports to AOTAutograd.  Kernels and externs read any layout."""
     t = tensor_type_of(value)
     if t == written_for:
         return
@@ -450,9 +471,11 @@ def _reread(value: SSAValue, written_for: TensorType) -> None:
             if layout is not None:
                 before = tensor_type_of(user.results[0])
                 retyped = TensorType(before.dims, before.element_type, list(layout.strides))
-                _reread(Rewriter.replace_value_with_new_type(user.results[0], retyped), before)
+                _reread(Rewriter.replace_value_with_new_type(user.results[0], retyped), before, saved_from)
                 continue
         elif not isinstance(user, F.OutputOp):
+            continue
+        elif _saved_strided(use, saved_from) and all(isinstance(s, sympy.Integer) for s in t.layout):
             continue
         if copy is None:
             copy_op = F.PointwiseOp("identity", [value], written_for)

@@ -115,6 +115,37 @@ builtin.module {
   // CHECK-COUNT-2: fusec.extern "aten.mm.default"
   // CHECK-NOT:  fusec.cat
 
+  // A training forward (fusec.saved_outputs = 1: outputs from the second on are saved for the backward) hands its
+  // saved gate and up on as the merged product's column slices: their strides are static, the backend reports them
+  // to AOTAutograd, and no copy is counted or made.
+  fusec.graph @swiglu_saved_strided(%x : !fusec.tensor<[1024, 512], bf16>, %wg : !fusec.tensor<[512, 1376], bf16>, %wu : !fusec.tensor<[512, 1376], bf16>) -> (!fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>) attributes {fusec.saved_outputs = 1 : i64} {
+    %g = fusec.extern "aten.mm.default"(%x, %wg) : (!fusec.tensor<[1024, 512], bf16>, !fusec.tensor<[512, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    %u = fusec.extern "aten.mm.default"(%x, %wu) : (!fusec.tensor<[1024, 512], bf16>, !fusec.tensor<[512, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    %s = fusec.pointwise "sigmoid" %g : (!fusec.tensor<[1024, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    %h = fusec.pointwise "mul" %s, %u : (!fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    fusec.output %h, %g, %u : !fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>
+  }
+  // CHECK-LABEL: fusec.graph @swiglu_saved_strided
+  // CHECK-SAME:  -> (!fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16, strides [2752, 1]>, !fusec.tensor<[1024, 1376], bf16, strides [2752, 1]>)
+  // CHECK:       %[[P:.*]] = fusec.extern "aten.mm.default"
+  // CHECK-NEXT:  %[[G:.*]] = fusec.slice %[[P]] dim 1 start 0 step 1
+  // CHECK-NEXT:  %[[U:.*]] = fusec.slice %[[P]] dim 1 start 1376 step 1
+  // CHECK-NOT:   "identity"
+  // CHECK:       fusec.output %{{.*}}, %[[G]], %[[U]]
+
+  // ... but a saved projection that a torch kernel other than a matmul reads (an attention's query: its backward
+  // would copy a strided operand) is handed on dense, and its copy counted: here they stay apart.
+  fusec.graph @saved_read_by_torch(%x : !fusec.tensor<[1024, 512], bf16>, %wq : !fusec.tensor<[512, 1376], bf16>, %wk : !fusec.tensor<[512, 1376], bf16>) -> (!fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>) attributes {fusec.saved_outputs = 1 : i64} {
+    %q = fusec.extern "aten.mm.default"(%x, %wq) : (!fusec.tensor<[1024, 512], bf16>, !fusec.tensor<[512, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    %k = fusec.extern "aten.mm.default"(%x, %wk) : (!fusec.tensor<[1024, 512], bf16>, !fusec.tensor<[512, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    %a = fusec.extern "aten.abs.default"(%q) : (!fusec.tensor<[1024, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    %h = fusec.pointwise "mul" %a, %k : (!fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>) -> !fusec.tensor<[1024, 1376], bf16>
+    fusec.output %h, %q, %k : !fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>, !fusec.tensor<[1024, 1376], bf16>
+  }
+  // CHECK-LABEL: fusec.graph @saved_read_by_torch
+  // CHECK-COUNT-2: fusec.extern "aten.mm.default"
+  // CHECK-NOT:  fusec.cat
+
   // Left apart: merging would move a draw of random numbers (it reads the first product) after the second
   // projection's, which may draw its own: each draw would get other numbers than eager's.
   fusec.graph @random(%x : !fusec.tensor<[64, 64], bf16>, %w1 : !fusec.tensor<[64, 64], bf16>, %w2 : !fusec.tensor<[64, 64], bf16>) -> (!fusec.tensor<[64, 64], bf16>, !fusec.tensor<[64, 64], bf16>) {
@@ -137,6 +168,8 @@ builtin.module {
 // REMARK: merge-unprofitable: 2 matmuls with summed products
 // REMARK: merged-matmuls: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]) run as one call on concatenated operands (~2.5 µs saved, ~1.9 µs of copies)
 // REMARK: merge-unprofitable: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]): one call would save ~2.5 µs, its operands' copies cost ~5.6 µs; they stay apart
+// REMARK: merged-matmuls: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]) run as one call on concatenated operands (~2.5 µs saved, ~1.9 µs of copies)
+// REMARK: merge-unprofitable: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]): one call would save ~2.5 µs, its operands' copies cost ~{{.*}} µs; they stay apart
 // REMARK: merge-reorders-random: 2 matmuls with one left operand: merging them would move aten.rand_like.default (it reads an earlier one's product) after the later ones' random numbers; they stay apart
 
 // Without when=always, a graph the IR does not mark as on an accelerator keeps its matmuls.
