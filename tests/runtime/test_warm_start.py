@@ -174,3 +174,41 @@ def test_a_graph_holding_an_opaque_value_has_no_fx_signature_and_is_keyed_by_its
     node = next(n for n in gm.graph.nodes if n.op == "call_function")
     node.meta["val"] = object()
     assert fx_signature(gm, inputs) is None
+
+
+class GatedProjections(nn.Module):  # gate and up of one input: merge-matmuls makes them one matmul, saved strided
+    def __init__(self):
+        super().__init__()
+        self.gate, self.up = nn.Linear(16, 24, bias=False), nn.Linear(16, 24, bias=False)
+
+    def forward(self, x):
+        return torch.sigmoid(self.gate(x)) * self.up(x)
+
+
+@pytest.mark.slow
+def test_a_warm_start_reports_the_strides_of_saved_slices_again(cache, monkeypatch):
+    """A forward that saves column slices of one product for its backward hands them on strided, and AOTAutograd
+    compiles the backward for the strides the launcher reports: a launcher from the cache reports them too, so the
+    backward traced in the second compile is the first one's and comes from the cache (no import) -- else it would
+    be traced for dense inputs and copy the slices on every call."""
+    spec = fusec.pipeline.default_pipeline_spec().replace("merge-matmuls,", "merge-matmuls{when=always},")
+    torch.manual_seed(0)
+    model = GatedProjections()
+    x = torch.randn(10, 16, generator=torch.Generator().manual_seed(7))
+
+    def step(run):
+        model.zero_grad()
+        run(x).square().sum().backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    want = step(model)
+    first = step(torch.compile(model, backend="fusec", options={"pipeline": spec}))
+    by_ir, _ = entries(cache)
+    forward = [graph_cache.load(e.stem) for e in by_ir if graph_cache.load(e.stem).strided_outputs]
+    assert [s for s in forward[0].strided_outputs if s] == [(48, 1), (48, 1)]  # gate and up: [10, 24] of [10, 48]
+    torch._dynamo.reset()
+    monkeypatch.setattr(fusec.pipeline, "run_pipeline", no_pipeline)
+    monkeypatch.setattr(fusec.backend, "import_graph", no_import)
+    second = step(torch.compile(model, backend="fusec", options={"pipeline": spec}))
+    torch.testing.assert_close(first, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(second, want, rtol=1e-5, atol=1e-5)
