@@ -186,19 +186,21 @@ class _Merger:
     # ------------------------------------------------------------ the cost rule
 
     def _decide(self, kind: str, members: Sequence[F.ExternOp], copies: Sequence[tuple[float, bool]],
-                stored: Sequence[TensorType] = ()) -> bool:
+                stored: Sequence[TensorType] = (), returned: int = 0) -> bool:
+        """``returned``: how many of ``copies`` are products the graph returns in eager's layout (said in the remark)."""
         saved = (len(members) - 1) * _GPU.matmul_latency_us
         saved += sum(2 * _bytes(t, self.hints) for t in stored) / _GPU.bandwidth_bytes_per_us
         # a merge's copies that launch on their own are independent of each other: combo-grouping launches them as one
         copies_us = sum(us for us, _ in copies) + (_GPU.kernel_latency_us if any(launch for _, launch in copies) else 0.0)
         shapes = "; ".join(" @ ".join(f"[{show_dims(tensor_type_of(v).dims)}]" for v in m.inputs) for m in members)
+        outputs = f", {returned} of them products the graph returns, copied dense" if returned else ""
         if self.cost_rule and saved <= copies_us:
             remarks.emit(PASS, "merge-unprofitable", f"{len(members)} matmuls with {kind} ({shapes}): one call would "
-                         f"save ~{saved:.1f} µs, its operands' copies cost ~{copies_us:.1f} µs; they stay apart",
+                         f"save ~{saved:.1f} µs, its operands' copies cost ~{copies_us:.1f} µs{outputs}; they stay apart",
                          *members, saved_us=round(saved, 2), cost_us=round(copies_us, 2), **self.hints.remark_data())
             return False
         remarks.emit(PASS, "merged-matmuls", f"{len(members)} matmuls with {kind} ({shapes}) run as one call on "
-                     f"concatenated operands (~{saved:.1f} µs saved, ~{copies_us:.1f} µs of copies)", *members,
+                     f"concatenated operands (~{saved:.1f} µs saved, ~{copies_us:.1f} µs of copies{outputs})", *members,
                      saved_us=round(saved, 2), cost_us=round(copies_us, 2))
         return True
 
@@ -250,10 +252,9 @@ class _Merger:
         copies = [self.copy_cost(others, cat_dim, last)]
         if biases:
             copies.append(self.copy_cost(biases, 0, last))
-        if side == 0:  # column slices the graph returns are copied to eager's layout, but for saved static ones
-            static = not self.graph.declared_symbols
-            copies += [(2 * _bytes(tensor_type_of(v), self.hints) / _GPU.bandwidth_bytes_per_us, False)
-                       for v in olds if _returned_dense(v, self.saved_from if static else None)]
+        returned = [v for v in olds if side == 0 and _returned_dense(v, None if self.graph.declared_symbols else self.saved_from)]
+        # column slices the graph returns are copied to eager's layout, but for saved ones with static strides
+        copies += [(2 * _bytes(tensor_type_of(v), self.hints) / _GPU.bandwidth_bytes_per_us, False) for v in returned]
         kind = "one left operand" if side == 0 else "one right operand"
         moving = self._readers_between(members)
         seeded = [op for op in moving if _draws_random_numbers(op)]
@@ -262,7 +263,7 @@ class _Merger:
                          f"{seeded[0].target.data} (it reads an earlier one's product) after the later ones' "  # type: ignore[attr-defined]
                          "random numbers; they stay apart", *members)
             return
-        if not self._decide(kind + (" and row biases" if biases else ""), members, copies):
+        if not self._decide(kind + (" and row biases" if biases else ""), members, copies, returned=len(returned)):
             return
         other = self._cat_at(others, cat_dim, last)
         a, b = (shared, other) if side == 0 else (other, shared)
