@@ -37,9 +37,10 @@ twice at ``GPU`` bandwidth.  A copy of graph inputs (weights) reads and writes t
 graph's other kernels that depend on nothing (combo-grouping); a copy of pointwise results (gradients) writes their
 bytes once, computed in their producers' kernel (vertical-fusion); a copy of anything else reads and writes them in
 a kernel of its own (its latency counted once a merge); a copy an earlier merge made costs nothing.  A column slice
-the graph returns in eager's layout (to the user; or saved for the backward under symbolic sizes) costs a copy,
-read and written.  Symbolic sizes at ``size-hints``.  ``merge-unprofitable`` remarks give both
-figures where it declines, ``merged-matmuls`` where it merges.  ``when``: ``accelerator`` (default) acts on graphs
+(or a view of it) that the graph returns in eager's layout (to the user; saved for the backward where its strides
+are symbolic or a torch kernel reads it) or that a view cannot read strided costs a copy, read and written.
+Symbolic sizes at ``size-hints``.  ``merge-unprofitable`` remarks give both figures where it declines,
+``merged-matmuls`` where it merges.  ``when``: ``accelerator`` (default) acts on graphs
 marked as running on an accelerator, ``always`` on every graph (tests on CPU), ``never`` on none.
 """
 
@@ -187,13 +188,13 @@ class _Merger:
 
     def _decide(self, kind: str, members: Sequence[F.ExternOp], copies: Sequence[tuple[float, bool]],
                 stored: Sequence[TensorType] = (), returned: int = 0) -> bool:
-        """``returned``: how many of ``copies`` are products the graph returns in eager's layout (said in the remark)."""
+        """``returned``: how many of ``copies`` are of column slices read where they cannot be strided (said in the remark)."""
         saved = (len(members) - 1) * _GPU.matmul_latency_us
         saved += sum(2 * _bytes(t, self.hints) for t in stored) / _GPU.bandwidth_bytes_per_us
         # a merge's copies that launch on their own are independent of each other: combo-grouping launches them as one
         copies_us = sum(us for us, _ in copies) + (_GPU.kernel_latency_us if any(launch for _, launch in copies) else 0.0)
         shapes = "; ".join(" @ ".join(f"[{show_dims(tensor_type_of(v).dims)}]" for v in m.inputs) for m in members)
-        outputs = f", {returned} of them products the graph returns, copied dense" if returned else ""
+        outputs = f", {returned} of them slices copied dense for outputs or views" if returned else ""
         if self.cost_rule and saved <= copies_us:
             remarks.emit(PASS, "merge-unprofitable", f"{len(members)} matmuls with {kind} ({shapes}): one call would "
                          f"save ~{saved:.1f} µs, its operands' copies cost ~{copies_us:.1f} µs{outputs}; they stay apart",
@@ -252,8 +253,12 @@ class _Merger:
         copies = [self.copy_cost(others, cat_dim, last)]
         if biases:
             copies.append(self.copy_cost(biases, 0, last))
-        returned = [v for v in olds if side == 0 and _returned_dense(v, None if self.graph.declared_symbols else self.saved_from)]
-        # column slices the graph returns are copied to eager's layout, but for saved ones with static strides
+        returned: list[SSAValue] = []  # what reads a column slice but cannot read it strided gets a dense copy
+        if side == 0:
+            row = sympy.Add(*[tensor_type_of(v).dims[1] for v in olds])
+            for v in olds:
+                returned += _copied_on_reread(v, Layout(tuple(tensor_type_of(v).dims), (row, sympy.Integer(1)),
+                                                        sympy.Integer(0)), self.saved_from)
         copies += [(2 * _bytes(tensor_type_of(v), self.hints) / _GPU.bandwidth_bytes_per_us, False) for v in returned]
         kind = "one left operand" if side == 0 else "one right operand"
         moving = self._readers_between(members)
@@ -370,15 +375,25 @@ class _Merger:
         _erase_dead(root)
 
 
-def _returned_dense(v: SSAValue, saved_from: int | None) -> bool:
-    """Whether the graph returns ``v`` or a view of it in eager's layout (``_saved_strided`` says which not)."""
-    for use in v.uses:
+def _copied_on_reread(value: SSAValue, layout: Layout, saved_from: int | None) -> list[SSAValue]:
+    """The values ``_reread`` will copy to their old layout once ``value`` is laid out as ``layout``: ``value`` where
+    the graph returns it in eager's layout or a view cannot read it strided, and so on down its views."""
+    copied: list[SSAValue] = []
+    for use in value.uses:
         user = use.operation
-        if isinstance(user, F.OutputOp) and not _saved_strided(use, saved_from):
-            return True
-        if isinstance(user, F.VIEW_OPS) and _returned_dense(user.results[0], saved_from):
-            return True
-    return False
+        if isinstance(user, F.VIEW_OPS):
+            inner = view_layout(user, layout)
+            if inner is not None:
+                if list(inner.strides) != list(tensor_type_of(user.results[0]).layout):
+                    copied += _copied_on_reread(user.results[0], inner, saved_from)
+                continue
+        elif not isinstance(user, F.OutputOp):
+            continue
+        elif _saved_strided(use, saved_from) and all(isinstance(s, sympy.Integer) for s in layout.strides):
+            continue
+        if value not in copied:
+            copied.append(value)
+    return copied
 
 
 def _saved_strided(use: Use, saved_from: int | None) -> bool:

@@ -175,3 +175,43 @@ def test_random_layers_keep_their_meaning(seed):
     for tokens in (1, 5):
         inputs = random_inputs(reference, {"s0": tokens}, seed=tokens)
         assert_same_results(interpreter.run(reference, inputs), interpreter.run(module, inputs), rtol=1e-5, atol=1e-5)
+
+
+def _saved_gate_up(reshaped: bool) -> str:
+    """A training forward's gate and up projections of ``2*s0`` tokens, both saved for the backward -- as they are,
+    or reshaped to [2, s0, 1376] (a batch of two: its strides hold s0, so AOTAutograd cannot be told them)."""
+    m, n = "!fusec.tensor<[2*s0, 1376], bf16>", "!fusec.tensor<[2*s0, 512], bf16>"
+    w = "!fusec.tensor<[512, 1376], bf16>"
+    saved = "!fusec.tensor<[2, s0, 1376], bf16>" if reshaped else m
+    views = "".join(f"    %{v}s = fusec.reshape %{v} : {m} -> {saved}\n" for v in "gu") if reshaped else ""
+    g, u = ("%gs", "%us") if reshaped else ("%g", "%u")
+    return f"""
+builtin.module {{
+  fusec.graph @f(%x : {n}, %wg : {w}, %wu : {w}) -> ({m}, {saved}, {saved}) symbols(s0 in [1, 4096]) attributes {{fusec.saved_outputs = 1 : i64}} {{
+    %g = fusec.extern "aten.mm.default"(%x, %wg) : ({n}, {w}) -> {m}
+    %u = fusec.extern "aten.mm.default"(%x, %wu) : ({n}, {w}) -> {m}
+    %s = fusec.pointwise "sigmoid" %g : ({m}) -> {m}
+    %h = fusec.pointwise "mul" %s, %u : ({m}, {m}) -> {m}
+{views}    fusec.output %h, {g}, {u} : {m}, {saved}, {saved}
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("reshaped", [False, True], ids=["static-strides", "symbolic-strides"])
+def test_saved_slices_cost_a_copy_only_where_their_strides_are_symbolic(reshaped):
+    """The cost rule counts the copies the rewrite will make: none for saved slices whose strides are static even
+    under a symbolic token count ([2*s0, 1376] of [2*s0, 2752]: they merge at 1024 tokens), one each where a view's
+    strides hold s0 (then the copies outweigh the call saved, and the projections stay apart)."""
+    from fusec.base import remarks
+
+    module = parse(_saved_gate_up(reshaped))
+    with remarks.collect() as log:
+        MergeMatmuls(when="always", size_hints=("s0=512",)).apply(make_context(), module)
+    said = "\n".join(r.message for r in log.remarks)
+    graph = F.find_graph(module)
+    identities = [op for op in graph.walk() if isinstance(op, F.PointwiseOp) and op.fn.data == "identity"]
+    if reshaped:
+        assert _matmuls(module) == 2 and "2 of them slices copied dense" in said, said
+    else:
+        assert _matmuls(module) == 1 and not identities and "copied dense" not in said, said
+        assert [str(t) for t in graph.function_type.outputs.data][1:] == ["!fusec.tensor<[2*s0, 1376], bf16, strides [2752, 1]>"] * 2

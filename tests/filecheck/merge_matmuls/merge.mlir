@@ -167,9 +167,9 @@ builtin.module {
 // REMARK: merge-unprofitable: 2 matmuls with one left operand ([4096, 4096] @ [4096, 4096]; [4096, 4096] @ [4096, 4096]): one call would save ~2.5 µs, its operands' copies cost ~{{.*}} µs; they stay apart
 // REMARK: merge-unprofitable: 2 matmuls with summed products
 // REMARK: merged-matmuls: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]) run as one call on concatenated operands (~2.5 µs saved, ~1.9 µs of copies)
-// REMARK: merge-unprofitable: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]): one call would save ~2.5 µs, its operands' copies cost ~5.6 µs, 2 of them products the graph returns, copied dense; they stay apart
+// REMARK: merge-unprofitable: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]): one call would save ~2.5 µs, its operands' copies cost ~5.6 µs, 2 of them slices copied dense for outputs or views; they stay apart
 // REMARK: merged-matmuls: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]) run as one call on concatenated operands (~2.5 µs saved, ~1.9 µs of copies)
-// REMARK: merge-unprofitable: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]): one call would save ~2.5 µs, its operands' copies cost ~3.8 µs, 1 of them products the graph returns, copied dense; they stay apart
+// REMARK: merge-unprofitable: 2 matmuls with one left operand ([1024, 512] @ [512, 1376]; [1024, 512] @ [512, 1376]): one call would save ~2.5 µs, its operands' copies cost ~3.8 µs, 1 of them slices copied dense for outputs or views; they stay apart
 // REMARK: merge-reorders-random: 2 matmuls with one left operand: merging them would move aten.rand_like.default (it reads an earlier one's product) after the later ones' random numbers; they stay apart
 
 // Without when=always, a graph the IR does not mark as on an accelerator keeps its matmuls.
