@@ -412,17 +412,19 @@ def _report_output_strides(gm: torch.fx.GraphModule, info: ImportInfo, orders, s
         saved = tensor and saved_from is not None and slot.index >= saved_from and slot.strides is None
         exact = strided[slot.index] if saved and slot.index < len(strided) else None
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        if (order is None and exact is None) or slot.dim_order is not None or not isinstance(val, torch.Tensor):
+        if slot.dim_order is not None or not isinstance(val, torch.Tensor):
             strides.append(None)
-        elif exact is not None or order is None:
+        elif exact is not None:
             strides.append(exact)
-        else:
+        elif order is not None:
             stride: list = [None] * val.dim()
             inner = 1
             for d in reversed(order):
                 stride[d] = inner
                 inner = inner * val.shape[d]
             strides.append(tuple(stride))
+        else:
+            strides.append(None)
     context.output_strides.extend(strides)
 
 

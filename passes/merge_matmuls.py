@@ -389,19 +389,20 @@ def _copied_on_reread(value: SSAValue, layout: Layout, saved_from: int | None) -
                 continue
         elif not isinstance(user, F.OutputOp):
             continue
-        elif _saved_strided(use, saved_from) and all(isinstance(s, sympy.Integer) for s in layout.strides):
+        elif _saved_strided(use, saved_from, layout.strides):
             continue
         if value not in copied:
             copied.append(value)
     return copied
 
 
-def _saved_strided(use: Use, saved_from: int | None) -> bool:
-    """Whether an output may keep a slice's strides: one saved for the backward (from ``saved_from`` on) that no
-    torch kernel but a matmul reads here.  The backward hands such a tensor to that kernel's backward (cuDNN
+def _saved_strided(use: Use, saved_from: int | None, strides: Sequence[sympy.Expr]) -> bool:
+    """Whether an output may keep a slice's ``strides``: static ones (AOTAutograd restrides a backward's inputs to
+    integers only) of an output saved for the backward (from ``saved_from`` on) that no torch kernel but a matmul
+    reads here.  The backward hands such a tensor to that kernel's backward (cuDNN
     attention's query, key and value), which copies operands that are not dense: on an H200, ViT-tiny's training
     step took 2313 µs with its strided q/k/v saved, 2206 with dense copies (36 aten copies more a step)."""
-    if saved_from is None or use.index < saved_from:
+    if saved_from is None or use.index < saved_from or not all(isinstance(s, sympy.Integer) for s in strides):
         return False
     return not any(isinstance(u.operation, F.ExternOp) and u.operation.target.data not in MATMULS
                    for u in use.operation.operands[use.index].uses)
@@ -491,7 +492,7 @@ def _reread(value: SSAValue, written_for: TensorType, saved_from: int | None) ->
                 continue
         elif not isinstance(user, F.OutputOp):
             continue
-        elif _saved_strided(use, saved_from) and all(isinstance(s, sympy.Integer) for s in t.layout):
+        elif _saved_strided(use, saved_from, t.layout):
             continue
         if copy is None:
             copy_op = F.PointwiseOp("identity", [value], written_for)
