@@ -3,11 +3,12 @@
     python bench/first_call.py MODEL infer|train BACKEND [--dynamic]
 
 BACKEND is fusec or one of bench/models.py's fusec variants (``fusec+merge-matmuls{when=never}``: the default
-pipeline with a pass's options), inductor, inductor-combo or any Dynamo backend (``aot_eager_decomp_partition`` gives the share
-of Dynamo and AOTAutograd alone).  For fusec, prints beside the first call's seconds the time in each stage
-(import, the pipeline and its slowest passes, lowering, the compile pool's precompile, building launchers), as one
-JSON line; ``--profile FILE`` also writes a cProfile of the first call.  Run each configuration in a fresh process,
-with fresh caches (``FUSEC_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``) for a cold start.
+pipeline with a pass's options), inductor, inductor-combo or any Dynamo backend (``aot_eager_decomp_partition``
+gives the share of Dynamo and AOTAutograd alone).  For fusec, prints beside the first call's seconds the time in
+each stage (import, the pipeline and its slowest passes, lowering, the compile pool's precompile, building
+launchers) and the pool's compiles (how many, their summed seconds, the slowest), as one JSON line; ``--profile
+FILE`` also writes a cProfile of the first call.  Run each configuration in a fresh process, with fresh caches
+(``FUSEC_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``) for a cold start.
 """
 
 from __future__ import annotations
@@ -116,8 +117,16 @@ def main() -> None:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
+    compiles = {}
+    if fusec:
+        from fusec.runtime.compile_pool import shared_pool
+
+        pool = shared_pool()
+        seconds = sorted(pool.compile_seconds.items(), key=lambda kv: -kv[1])
+        compiles = {"workers": pool.workers, "kernels": len(seconds), "sum_s": round(sum(s for _, s in seconds), 2),
+                    "slowest_s": {name: round(s, 2) for name, s in seconds[:6]}}
     print(json.dumps({"model": args.model, "mode": args.mode, "backend": args.backend, "dynamic": args.dynamic,
-                      "first_call_s": round(total, 2),
+                      "first_call_s": round(total, 2), "compiles": compiles,
                       "stages_s": {k: round(v, 2) for k, v in sorted(spent.items())}, "calls": dict(calls),
                       "slowest_passes_s": {k: round(v, 2) for k, v in passes.most_common(8)}}))
 

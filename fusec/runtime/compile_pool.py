@@ -31,6 +31,7 @@ import hashlib
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -84,6 +85,13 @@ def compile_request(request: CompileRequest) -> str:
     return compiled.hash
 
 
+def compile_timed(request: CompileRequest) -> tuple[str, float]:
+    """``compile_request`` and the seconds it took (what a worker returns: the pool keeps each kernel's time)."""
+    start = time.perf_counter()
+    kernel_hash = compile_request(request)
+    return kernel_hash, time.perf_counter() - start
+
+
 def build_launcher(compiled) -> None:
     """Build the kernel's host launcher into Triton's cache too, where Triton compiles one per kernel signature.
 
@@ -128,9 +136,11 @@ def on_disk(request: CompileRequest) -> bool:
 
 
 def _warm() -> int:
-    """Run once per worker as it starts: the imports a compile needs, paid while the pipeline runs."""
+    """Run once per worker as it starts: the imports a compile needs, paid while the pipeline runs (Triton and the
+    kernels' own imports; never torch: ``fusec.runtime`` loads ``compiled`` lazily, for these workers)."""
     import triton.compiler  # noqa: F401
 
+    import fusec.lowering.triton_compat  # noqa: F401  (every kernel's source imports it)
     import fusec.runtime.kernel_cache  # noqa: F401
 
     return os.getpid()
@@ -170,6 +180,7 @@ class CompilePool:
         self._broken = False
         self._lock = threading.Lock()
         self._futures: dict[tuple, concurrent.futures.Future] = {}  # request key -> its compile in a worker
+        self.compile_seconds: dict[str, float] = {}  # kernel name -> seconds its compile took (where one ran)
 
     @property
     def parallel(self) -> bool:
@@ -217,7 +228,7 @@ class CompilePool:
         progress = progress or Progress("kernels")
         self.start()
         if self._executor is None:
-            results = [self._guarded(compile_request, r) for r in unique]
+            results = [self._guarded(r) for r in unique]
             for i, r in enumerate(unique):
                 progress.step("compiled kernel %d of %d (%s)", i + 1, len(unique), r.name)
         else:
@@ -230,7 +241,7 @@ class CompilePool:
         assert executor is not None, "the pool is parallel"
         with _without_main_module():
             for r in sorted(requests, key=_expected_compile_time, reverse=True):
-                self._futures[r.key()] = executor.submit(compile_request, r)
+                self._futures[r.key()] = executor.submit(compile_timed, r)
         return [self._futures[r.key()] for r in requests]
 
     def _in_workers(self, requests: list[CompileRequest], progress: Progress) -> list[str | None]:
@@ -243,7 +254,7 @@ class CompilePool:
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             i = futures[future]
             try:
-                results[i] = future.result()
+                results[i] = self._record(requests[i], *future.result())
             except concurrent.futures.BrokenExecutor as e:
                 return self._fall_back(requests, e)
             except Exception as e:  # a kernel Triton refuses: its launch will say so, with the real traceback
@@ -255,15 +266,19 @@ class CompilePool:
         logger.debug("compile workers lost (%s): compiling in-process", error)
         self.shutdown()
         self._broken = True
-        return [self._guarded(compile_request, r) for r in requests]
+        return [self._guarded(r) for r in requests]
 
-    @staticmethod
-    def _guarded(fn: Callable[[CompileRequest], str], request: CompileRequest) -> str | None:
+    def _guarded(self, request: CompileRequest) -> str | None:
         try:
-            return fn(request)
+            return self._record(request, *compile_timed(request))
         except Exception as e:  # as in a worker: the launch compiles it again and reports
             logger.debug("compiling %s failed: %s: %s", request.name, type(e).__name__, e)
             return None
+
+    def _record(self, request: CompileRequest, kernel_hash: str, seconds: float) -> str:
+        self.compile_seconds[request.name] = seconds
+        logger.debug("compiled %s in %.2f s", request.name, seconds)
+        return kernel_hash
 
     def shutdown(self) -> None:
         self._futures.clear()
