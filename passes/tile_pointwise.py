@@ -68,6 +68,7 @@ def divides(d: sympy.Expr, n: sympy.Expr) -> bool:
     return bool(sympy.cancel(n / d).is_integer)
 
 
+@functools.lru_cache(maxsize=8192)  # pure; asked of every access for each candidate tiling, and recursively
 def stride(e: sympy.Expr, v: sympy.Symbol) -> sympy.Expr | None:
     """How far ``e`` moves when ``v`` grows by one, away from wrap points of its floordiv/mod; None: not affine in v.
 
