@@ -380,20 +380,26 @@ def _copied_on_reread(value: SSAValue, layout: Layout, saved_from: int | None) -
     the graph returns it in eager's layout or a view cannot read it strided, and so on down its views."""
     copied: list[SSAValue] = []
     for use in value.uses:
-        user = use.operation
-        if isinstance(user, F.VIEW_OPS):
-            inner = view_layout(user, layout)
-            if inner is not None:
-                if list(inner.strides) != list(tensor_type_of(user.results[0]).layout):
-                    copied += _copied_on_reread(user.results[0], inner, saved_from)
-                continue
-        elif not isinstance(user, F.OutputOp):
-            continue
-        elif _saved_strided(use, saved_from, layout.strides):
-            continue
-        if value not in copied:
+        reading = _reading(use, layout, saved_from)
+        if isinstance(reading, Layout):
+            view = use.operation.results[0]
+            if list(reading.strides) != list(tensor_type_of(view).layout):
+                copied += _copied_on_reread(view, reading, saved_from)
+        elif reading and value not in copied:
             copied.append(value)
     return copied
+
+
+def _reading(use: Use, layout: Layout, saved_from: int | None) -> Layout | bool:
+    """How ``use`` reads a value laid out as ``layout`` (what ``_reread`` and its dry run ``_copied_on_reread`` both
+    ask): a view that can read it strided gives its own result's layout; True where it needs a copy in the old
+    layout (a graph output, but one saved with static strides, or a view that cannot read it strided); False where
+    it reads any layout (kernels and externs)."""
+    user = use.operation
+    if isinstance(user, F.VIEW_OPS):
+        inner = view_layout(user, layout)
+        return True if inner is None else inner
+    return isinstance(user, F.OutputOp) and not _saved_strided(use, saved_from, layout.strides)
 
 
 def _saved_strided(use: Use, saved_from: int | None, strides: Sequence[sympy.Expr]) -> bool:
@@ -482,23 +488,17 @@ def _reread(value: SSAValue, written_for: TensorType, saved_from: int | None) ->
         return
     copy: SSAValue | None = None
     for use in list(value.uses):
-        user = use.operation
-        if isinstance(user, F.VIEW_OPS):
-            layout = view_layout(user, Layout(tuple(t.dims), tuple(t.layout), sympy.Integer(0)))
-            if layout is not None:
-                before = tensor_type_of(user.results[0])
-                retyped = TensorType(before.dims, before.element_type, list(layout.strides))
-                _reread(Rewriter.replace_value_with_new_type(user.results[0], retyped), before, saved_from)
-                continue
-        elif not isinstance(user, F.OutputOp):
-            continue
-        elif _saved_strided(use, saved_from, t.layout):
-            continue
-        if copy is None:
-            copy_op = F.PointwiseOp("identity", [value], written_for)
-            Rewriter.insert_op(copy_op, InsertPoint.after(value.owner))  # type: ignore[arg-type]
-            copy = copy_op.results[0]
-        user.operands[use.index] = copy
+        reading = _reading(use, Layout(tuple(t.dims), tuple(t.layout), sympy.Integer(0)), saved_from)
+        if isinstance(reading, Layout):
+            before = tensor_type_of(use.operation.results[0])
+            retyped = TensorType(before.dims, before.element_type, list(reading.strides))
+            _reread(Rewriter.replace_value_with_new_type(use.operation.results[0], retyped), before, saved_from)
+        elif reading:
+            if copy is None:
+                copy_op = F.PointwiseOp("identity", [value], written_for)
+                Rewriter.insert_op(copy_op, InsertPoint.after(value.owner))  # type: ignore[arg-type]
+                copy = copy_op.results[0]
+            use.operation.operands[use.index] = copy
 
 
 @dataclass(frozen=True)
