@@ -45,6 +45,7 @@ _FUSEC_PASSES: dict[str, tuple[str, str]] = {
     "combo-grouping": ("fusec.passes.combo_grouping", "ComboGrouping"),
     "tile-pointwise": ("fusec.passes.tile_pointwise", "TilePointwise"),
     "schedule-kernels": ("fusec.passes.schedule_kernels", "ScheduleKernels"),
+    "autotune-matmuls": ("fusec.passes.autotune_matmuls", "AutotuneMatmuls"),
     "mutate-in-place": ("fusec.passes.mutate_in_place", "MutateInPlace"),
     "reuse-buffers": ("fusec.passes.reuse_buffers", "ReuseBuffers"),
     "expect-fused": ("fusec.passes.expect_fused", "ExpectFused"),

@@ -307,16 +307,17 @@ class ScheduleKernels(ModulePass):
         _rename_in_remarks(renamed)
 
 
-def parse_matmul_tile(text: str) -> F.MatmulTiles | None:
-    """``matmul-tile``'s value (``128x256x64x8x3``: block m, n, k, warps, stages) as tiles, or None when empty."""
+def parse_matmul_tile(text: str, what: str = "matmul-tile") -> F.MatmulTiles | None:
+    """``matmul-tile``'s value (``128x256x64x8x3``: block m, n, k, warps, stages) as tiles, or None when empty;
+    ``what`` names the option in errors."""
     if not text:
         return None
     parts = text.split("x")
     if len(parts) != 5 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"matmul-tile must be BMxBNxBKxWARPSxSTAGES (e.g. 128x256x64x8x3), got {text!r}")
+        raise ValueError(f"{what} must be BMxBNxBKxWARPSxSTAGES (e.g. 128x256x64x8x3), got {text!r}")
     m, n, k, warps, stages = (int(p) for p in parts)
     if any(b < 16 or b & (b - 1) for b in (m, n, k)) or warps not in (1, 2, 4, 8, 16) or stages < 1:
-        raise ValueError(f"matmul-tile {text!r}: block sizes are powers of 2 of at least 16, warps 1-16 (a power of 2), "
+        raise ValueError(f"{what} {text!r}: block sizes are powers of 2 of at least 16, warps 1-16 (a power of 2), "
                          "stages at least 1")
     return F.MatmulTiles(m, n, k, warps, stages, 8)
 

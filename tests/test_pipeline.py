@@ -67,7 +67,7 @@ def test_default_pipeline_file_is_shipped_and_valid():
     assert spec.split(",")[:9] == ["channels-last", "attention-layouts", "merge-matmuls", "pad-matmuls", "bias-epilogues",
                                    "activation-epilogues", "embedding-gradients", "sink-gathers",
                                    "form-kernels"]
-    assert spec.endswith("canonicalize,dce,schedule-kernels,mutate-in-place,reuse-buffers")
+    assert spec.endswith("canonicalize,dce,schedule-kernels,autotune-matmuls,mutate-in-place,reuse-buffers")
     assert [p.name for p in parse_pipeline_spec(spec)] == [p.split("{")[0] for p in spec.split(",")]
 
 

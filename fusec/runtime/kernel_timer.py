@@ -1,0 +1,120 @@
+"""Timing one kernel of a graph under other schedules, for ``autotune-matmuls`` (its ``KernelTimer``).
+
+Each schedule's kernel is lowered alone: a graph of the kernel's operands as inputs and its results as outputs,
+compiled as any graph is (``compile_module``: the launcher, the compile pool, TMA descriptors where the schedule
+asks for them).  All schedules' compiles go to the pool at once; each is then launched on the same random inputs
+(laid out as the IR's types say, at the size hints), its outputs checked against the first schedule's, and timed
+with ``triton.testing.do_bench`` (median).  ``install()`` makes this the pass's timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from xdsl.dialects.builtin import ModuleOp
+
+from fusec.base import shapes
+from fusec.base.progress import logger
+from fusec.dialects import fusec as F
+from fusec.dialects.attributes import tensor_type_of
+from fusec.passes import autotune_matmuls
+from fusec.runtime.compiled import CompiledGraph, compile_module
+
+TOLERANCE = 2e-2  # largest difference over the largest magnitude: another k-order rounds 16-bit outputs by an ulp
+
+
+def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.KernelSchedule],
+                   size_hints: Mapping[str, int], device: str | None = None) -> list[float | None]:
+    """µs a launch of ``kernel`` takes under each of ``schedules`` (None: it failed, or its outputs differ from the
+    first's).  ``device`` None: the GPU, ``NoTimer`` without one; ``"cpu"`` runs Triton's interpreter (the
+    checks, for tests: its times say nothing of a GPU's)."""
+    if device is None:
+        if not torch.cuda.is_available():
+            raise autotune_matmuls.NoTimer("no GPU in this process to time kernels on")
+        device = "cuda"
+    hints = dict(size_hints)
+    inputs = [_random(tensor_type_of(v), hints, device, seed) for seed, v in enumerate(kernel.operands)]
+    compiled: list[CompiledGraph | None] = []
+    for schedule in schedules:
+        try:
+            one = compile_module(_alone(graph, kernel, schedule), hints, input_checks="alignment")
+            if device == "cuda":
+                one.compile_ahead(inputs)  # every schedule's compile in the pool at once
+            compiled.append(one)
+        except Exception as e:  # noqa: BLE001 -- a schedule that cannot be lowered is one not to choose
+            logger.debug("autotune: %s under %s does not lower (%s: %s)", kernel.sym_name.data, schedule, type(e).__name__, e)
+            compiled.append(None)
+    times: list[float | None] = []
+    reference: list[torch.Tensor] | None = None
+    for graph_alone, schedule in zip(compiled, schedules, strict=True):
+        us = None
+        try:
+            if graph_alone is not None:
+                outputs = graph_alone(inputs)
+                if reference is None and not times:
+                    reference = outputs
+                if reference is not None and _matches(outputs, reference):
+                    us = _time(lambda run=graph_alone: run(inputs), device)
+        except Exception as e:  # noqa: BLE001 -- out of shared memory, say: not chosen
+            logger.debug("autotune: %s under %s failed (%s: %s)", kernel.sym_name.data, schedule, type(e).__name__, e)
+        times.append(us)
+    return times
+
+
+def install() -> None:
+    """Make ``time_schedules`` (on the GPU) the timer ``autotune-matmuls`` uses."""
+    autotune_matmuls.install_timer(time_schedules)
+
+
+def _alone(graph: F.GraphOp, kernel: F.KernelOp, schedule: F.KernelSchedule) -> ModuleOp:
+    """A module of one graph running ``kernel`` alone under ``schedule``: its operands in, its results out."""
+    operands = list(kernel.operands)
+    alone = F.GraphOp(f"{kernel.sym_name.data}_alone", [v.type for v in operands], [r.type for r in kernel.results],
+                      list(graph.symbols.data), facts=graph.facts.data if graph.facts is not None else ())
+    for name, attr in graph.attributes.items():  # the device marks: capability, SM count, fp32 precision
+        alone.attributes[name] = attr
+    copy = kernel.clone(value_mapper=dict(zip(operands, alone.block.args, strict=True)))
+    copy.record_schedule(schedule)
+    alone.block.add_op(copy)
+    alone.block.add_op(F.OutputOp(list(copy.results)))
+    return ModuleOp([alone])
+
+
+def _random(t: F.TensorType, hints: Mapping[str, int], device: str, seed: int) -> torch.Tensor:
+    """A random tensor of type ``t`` at ``hints``: normal floats scaled as a matmul's operands are, small
+    non-negative integers, with the type's strides."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = [shapes.evaluate(d, hints) for d in t.dims]
+    strides = [shapes.evaluate(s, hints) for s in t.layout]
+    dtype = F.torch_dtype(t)
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) if all(shape) else 0
+    if dtype.is_floating_point:
+        flat = (torch.randn(extent, generator=gen) * 0.1).to(dtype)
+    elif dtype == torch.bool:
+        flat = torch.rand(extent, generator=gen) > 0.5
+    else:
+        flat = torch.randint(0, 4, (extent,), generator=gen).to(dtype)
+    return torch.as_strided(flat.to(device), shape, strides)
+
+
+def _matches(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> bool:
+    for g, w in zip(got, want, strict=True):
+        g64, w64 = g.double(), w.double()
+        scale = w64.abs().max().item() if w64.numel() else 0.0
+        if g64.numel() and not (g64 - w64).abs().max().item() <= TOLERANCE * (scale or 1.0):
+            return False
+    return True
+
+
+def _time(launch, device: str) -> float:
+    """Median µs of ``launch``: ``do_bench`` on the GPU; wall time under the interpreter (tests)."""
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        return float(do_bench(launch, warmup=10, rep=50, return_mode="median")) * 1000
+    import time
+
+    start = time.perf_counter()
+    launch()
+    return (time.perf_counter() - start) * 1e6

@@ -1,0 +1,147 @@
+"""autotune-matmuls: the fastest timed schedule is recorded; failures, a missing timer and bad options are reported."""
+
+import pytest
+
+from fusec.base import remarks
+from fusec.dialects import fusec as F
+from fusec.passes import autotune_matmuls
+from fusec.passes.autotune_matmuls import AutotuneMatmuls, NoTimer, timing_with
+from fusec.pipeline import PipelineError, module_text, parse_module, parse_pipeline_spec, run_pipeline
+from fusec.registry import make_context
+
+# A matmul with a bias and tanh epilogue, fused into one matmul kernel and scheduled (s0 rows: symbolic).
+IR = """
+builtin.module {
+  fusec.graph @linear(%x : !fusec.tensor<[s0, 32], f32>, %w : !fusec.tensor<[48, 32], f32>, %b : !fusec.tensor<[48], f32>) -> (!fusec.tensor<[s0, 48], f32>) symbols(s0 in [1, inf] hint 40) attributes {fusec.device = "cuda"} {
+    %wt = fusec.permute %w [1, 0] : !fusec.tensor<[48, 32], f32> -> !fusec.tensor<[32, 48], f32, strides [1, 32]>
+    %p = fusec.extern "aten.mm.default"(%x, %wt) : (!fusec.tensor<[s0, 32], f32>, !fusec.tensor<[32, 48], f32, strides [1, 32]>) -> !fusec.tensor<[s0, 48], f32>
+    %h = fusec.pointwise "add" %p, %b : (!fusec.tensor<[s0, 48], f32>, !fusec.tensor<[48], f32>) -> !fusec.tensor<[s0, 48], f32>
+    %g = fusec.pointwise "tanh" %h : (!fusec.tensor<[s0, 48], f32>) -> !fusec.tensor<[s0, 48], f32>
+    fusec.output %g : !fusec.tensor<[s0, 48], f32>
+  }
+}
+"""
+SCHEDULED = "form-kernels,dce,vertical-fusion,matmul-epilogues{when=always cost-rule=false},dce,schedule-kernels"
+
+
+def scheduled():
+    ctx = make_context()
+    module = parse_module(ctx, IR)
+    run_pipeline(ctx, module, SCHEDULED)
+    return ctx, module
+
+
+def matmul_kernel(module) -> F.KernelOp:
+    (kernel,) = [k for k in module.walk() if isinstance(k, F.KernelOp) and k.is_matmul]
+    return kernel
+
+
+def tune(module, ctx, timer, **options) -> remarks.RemarkLog:
+    with timing_with(timer), remarks.collect() as log:
+        AutotuneMatmuls(**{"when": "always", **options}).apply(ctx, module)
+    return log
+
+
+def test_the_fastest_schedule_that_ran_is_recorded_with_a_remark():
+    ctx, module = scheduled()
+    heuristic = matmul_kernel(module).schedule.tiles
+    asked = []
+
+    def timer(graph, kernel, schedules, hints):
+        asked.append(([s.tiles for s in schedules], dict(hints)))
+        return [10.0, 4.0, None]  # the second candidate fails (out of shared memory, say)
+
+    log = tune(module, ctx, timer, candidates=("32x64x32x2x2", "64x128x64x8x5"))
+    (schedules, hints), = asked
+    assert schedules[0] == heuristic and hints == {"s0": 40}  # the heuristic's first, timed at the traced size
+    tiles = matmul_kernel(module).schedule.tiles
+    assert (tiles.block_m, tiles.block_n, tiles.block_k, tiles.warps, tiles.stages) == (32, 64, 32, 2, 2)
+    assert tiles.group_m == heuristic.group_m  # what the candidates do not name stays the heuristic's
+    assert "tile = [32, 64, 32], warps = 2, stages = 2" in module_text(module)
+    (remark,) = [r for r in log.remarks if r.pass_name == "autotune-matmuls"]
+    assert remark.code == "autotuned" and "4.0 us against the heuristic's 10.0" in remark.message
+    assert remark.data["candidates"] == {"tile = [32, 64, 32] warps = 2 stages = 2": 4.0,
+                                         "tile = [64, 128, 64] warps = 8 stages = 5": None,
+                                         " ".join(heuristic.items()[:3]): 10.0}
+
+
+def test_a_heuristic_that_cannot_be_timed_is_kept():
+    ctx, module = scheduled()
+    before = module_text(module)
+    log = tune(module, ctx, lambda graph, kernel, schedules, hints: [None] * len(schedules))
+    assert module_text(module) == before
+    assert [r.code for r in log.remarks if r.pass_name == "autotune-matmuls"] == ["autotune-failed"]
+
+
+def test_without_a_timer_or_a_gpu_the_schedules_stay_and_a_remark_says_why():
+    ctx, module = scheduled()
+    before = module_text(module)
+    log = tune(module, ctx, None)
+
+    def no_gpu(graph, kernel, schedules, hints):
+        raise NoTimer("no GPU in this process to time kernels on")
+
+    log.remarks.extend(tune(module, ctx, no_gpu).remarks)
+    assert module_text(module) == before
+    messages = [r.message for r in log.remarks if r.code == "autotune-skipped"]
+    assert len(messages) == 2 and "no kernel timer" in messages[0] and "no GPU" in messages[1]
+
+
+def test_off_by_default_and_on_cpu_graphs_under_accelerator():
+    ctx, module = scheduled()
+    before = module_text(module)
+
+    def timer(graph, kernel, schedules, hints):
+        raise AssertionError("nothing may be timed")
+
+    with timing_with(timer), remarks.collect() as log:
+        AutotuneMatmuls().apply(ctx, module)  # when=never
+        cpu = parse_module(ctx, IR.replace('fusec.device = "cuda"', 'fusec.device = "cpu"'))
+        run_pipeline(ctx, cpu, SCHEDULED)
+        AutotuneMatmuls(when="accelerator").apply(ctx, cpu)
+    assert module_text(module) == before and not [r for r in log.remarks if r.pass_name == "autotune-matmuls"]
+
+
+@pytest.mark.parametrize("candidate, problem", [("128x128", "BMxBNxBKxWARPSxSTAGES"), ("100x64x32x4x3", "powers of 2"),
+                                                ("64x64x32x3x3", "warps"), ("16x16x8x4x2", "at least 16")])
+def test_a_bad_candidate_is_a_bad_option(candidate, problem):
+    with pytest.raises(PipelineError, match=problem):
+        parse_pipeline_spec(f"autotune-matmuls{{candidates={candidate}}}")
+
+
+def test_the_runtime_timer_runs_and_checks_each_schedule(monkeypatch):
+    """The GPU timer's path under Triton's interpreter: each schedule's kernel lowered alone, run on the same
+    random inputs and checked against the first's (its times mean nothing here)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from fusec.runtime import kernel_timer
+
+    ctx, module = scheduled()
+    graph, kernel = F.find_graph(module), matmul_kernel(module)
+    schedule = kernel.schedule
+    import dataclasses
+
+    schedules = [schedule, dataclasses.replace(schedule, tiles=dataclasses.replace(schedule.tiles, block_m=16, block_n=16,
+                                                                                   block_k=16, warps=1, stages=1))]
+    times = kernel_timer.time_schedules(graph, kernel, schedules, {"s0": 40}, device="cpu")
+    assert len(times) == 2 and all(t is not None and t > 0 for t in times)
+
+    monkeypatch.setattr(kernel_timer, "_matches", lambda got, want: got is want)  # only the first matches itself
+    times = kernel_timer.time_schedules(graph, kernel, schedules, {"s0": 40}, device="cpu")
+    assert times[0] is not None and times[1] is None
+
+
+def test_the_runtime_timer_needs_a_gpu_by_default(monkeypatch):
+    import torch
+
+    from fusec.runtime import kernel_timer
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    ctx, module = scheduled()
+    with pytest.raises(NoTimer, match="no GPU"):
+        kernel_timer.time_schedules(F.find_graph(module), matmul_kernel(module), [matmul_kernel(module).schedule], {"s0": 40})
+    previous = autotune_matmuls.install_timer(None)
+    try:
+        kernel_timer.install()
+        assert autotune_matmuls._timer is kernel_timer.time_schedules
+    finally:
+        autotune_matmuls.install_timer(previous)
