@@ -149,16 +149,31 @@ def provably_at_most(small: sympy.Expr, large: sympy.Expr, lower_bounds: Mapping
     """True only when ``small <= large`` for every value of the symbols at or above their lower bounds.
 
     Each symbol s becomes lower(s) + t with t >= 0; a polynomial in the t's whose coefficients are all
-    non-negative is non-negative.  Anything that is not a polynomial (floordiv, max) is not proved.
+    non-negative is non-negative.  Anything that is not a polynomial (floordiv, max) is not proved.  The shift is
+    linear, so each side is shifted once (cached: combo-grouping compares many new moments with the same few
+    heaviest old ones) in sympy's sparse polynomial rings, and only the shifted sides are subtracted.
     """
-    diff = sympy.sympify(large) - sympy.sympify(small)
-    names = sorted(shapes.free_size_symbols([diff]))
+    small, large = sympy.sympify(small), sympy.sympify(large)
+    names = sorted(shapes.free_size_symbols([small, large]))
     if not names:
-        return bool(diff >= 0)
-    shifted = {shapes.symbol(n): max(lower_bounds.get(n, 1), 1) + sympy.Symbol(f"t_{n}", nonnegative=True) for n in names}
-    expanded = sympy.expand(diff.subs(shifted))
-    try:
-        poly = sympy.Poly(expanded, *[shifted[shapes.symbol(n)] - max(lower_bounds.get(n, 1), 1) for n in names])
-    except sympy.PolynomialError:
+        return bool(large - small >= 0)
+    shift = tuple((n, max(lower_bounds.get(n, 1), 1)) for n in names)
+    low, high = _shifted(small, shift), _shifted(large, shift)
+    if low is None or high is None:
         return False
-    return all(c.is_number and c >= 0 for c in poly.coeffs())
+    return all(c >= 0 for c in (high - low).coeffs())
+
+
+@functools.lru_cache(maxsize=8192)
+def _shifted(expr: sympy.Expr, shift: tuple[tuple[str, int], ...]):
+    """``expr`` with each symbol s of ``shift`` replaced by its lower bound + s, as an element of the rational
+    polynomial ring over those symbols; None where ``expr`` is no polynomial in them."""
+    from sympy.polys.domains import QQ
+    from sympy.polys.rings import ring
+
+    ring_, *gens = ring([shapes.symbol(n) for n, _ in shift], QQ)
+    try:
+        poly = ring_.from_expr(expr)
+    except (ValueError, TypeError, sympy.polys.polyerrors.PolynomialError):
+        return None
+    return poly.compose([(g, g + lower) for g, (_, lower) in zip(gens, shift, strict=True)])
