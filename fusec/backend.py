@@ -297,9 +297,6 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         (dump / "imported.mlir").write_text(module_text_with_locations(module))
         (dump / "pipeline.txt").write_text(spec + "\n")
     started = time.perf_counter()
-    from fusec.runtime import kernel_timer
-
-    kernel_timer.install()  # for autotune-matmuls, where the pipeline asks for it
     pipeline_log = run_pipeline(make_context(), module, spec, dump_dir=dump)
     timings["passes"] = time.perf_counter() - started
     log = remarks.RemarkLog(import_log.remarks + pipeline_log.remarks)

@@ -39,8 +39,10 @@ from fusec.base.progress import Progress
 from fusec.dialects import fusec as F
 from fusec.registry import PASSES, PassFactory, pass_summary
 
-# Passes may time kernels (combo-grouping{benchmark=true}); they reach the runtime only through this seam.
+# Passes may time kernels (combo-grouping{benchmark=true}, autotune-matmuls); they reach the runtime only through
+# this seam.
 timing.register_group_timer(lambda: importlib.import_module("fusec.runtime.combo_benchmark").time_separate_and_combo)
+timing.register_kernel_timer(lambda: importlib.import_module("fusec.runtime.kernel_timer").time_schedules)
 
 DEFAULT_PIPELINE_FILE = Path(__file__).parent / "pipelines" / "default.pipeline"
 

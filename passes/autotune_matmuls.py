@@ -10,8 +10,8 @@ Out: the same graph, each matmul kernel's schedule the fastest of the heuristic'
 The timing is the opt-in compile-time benchmarking Inductor calls max-autotune: off by default (``when=never``),
 as every candidate costs a Triton compile and a few hundred launches.  ``when=accelerator`` tunes GPU graphs,
 ``always`` any graph; either needs a GPU in the process, else a remark says the schedules stay the heuristic's.
-The timer lives in the runtime (``fusec.runtime.kernel_timer``, which the backend and ``fusec-opt`` install);
-tests install their own.
+The timer lives in the runtime (``fusec.runtime.kernel_timer``), registered by the pipeline driver through
+``fusec.analysis.timing`` as combo-grouping's benchmark timer is; tests register their own.
 
 Remarks: ``autotuned`` per kernel (the winner, its time and the heuristic's, with every candidate's in the
 remark's data); ``autotune-skipped`` per graph where no timer or GPU is there; ``autotune-failed`` where the
@@ -20,16 +20,16 @@ heuristic's own schedule could not be timed (it is kept).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fusec.analysis import timing
 from fusec.analysis.cost_model import parse_size_hints, resolve_size_hints
+from fusec.analysis.timing import NoTimer
 from fusec.base import remarks
 from fusec.dialects import fusec as F
 from fusec.passes.pad_matmuls import check_when, graphs_to_change
@@ -40,33 +40,6 @@ PASS = "autotune-matmuls"
 # Tiles that win on some shapes on Hopper and Ampere (Triton's own matmul tutorial configs, bf16/fp16).
 DEFAULT_CANDIDATES = ("128x128x64x4x3", "128x256x64x8x3", "256x128x64x8x3", "64x128x64x4x4", "128x64x64x4x4",
                       "64x64x64x4x4", "128x128x32x4x4")
-
-
-class NoTimer(Exception):
-    """The process cannot time kernels (no GPU): the schedules stay the heuristic's."""
-
-
-KernelTimer = Callable[[F.GraphOp, F.KernelOp, Sequence[F.KernelSchedule], Mapping[str, int]], list[float | None]]
-"""``timer(graph, kernel, schedules, size_hints)``: µs a launch of ``kernel`` takes under each schedule (None where
-it failed, or its outputs differ from the first schedule's); raises ``NoTimer`` where it cannot time at all."""
-
-_timer: KernelTimer | None = None
-
-
-def install_timer(timer: KernelTimer | None) -> KernelTimer | None:
-    """Make ``timer`` the one this pass times with; returns the one it replaces."""
-    global _timer
-    previous, _timer = _timer, timer
-    return previous
-
-
-@contextlib.contextmanager
-def timing_with(timer: KernelTimer | None) -> Iterator[None]:
-    previous = install_timer(timer)
-    try:
-        yield
-    finally:
-        install_timer(previous)
 
 
 def parse_candidate(text: str) -> F.MatmulTiles:
@@ -111,8 +84,9 @@ class AutotuneMatmuls(ModulePass):
 
     @staticmethod
     def _tune(graph: F.GraphOp, kernel: F.KernelOp, tiles: list[F.MatmulTiles], hints: dict[str, int]) -> None:
-        if _timer is None:
-            raise NoTimer("no kernel timer in this process (fusec.runtime.kernel_timer installs one)")
+        timer = timing.kernel_timer()
+        if timer is None:
+            raise NoTimer("no kernel timer is registered (fusec's pipeline driver registers the runtime's)")
         schedule = kernel.schedule
         assert schedule is not None and schedule.tiles is not None, "only scheduled matmul kernels are tuned"
         base = schedule.tiles
@@ -122,7 +96,7 @@ class AutotuneMatmuls(ModulePass):
                                     stages=c.stages)
             if t not in options:
                 options.append(t)
-        times = _timer(graph, kernel, [dataclasses.replace(schedule, tiles=t) for t in options], hints)
+        times = timer(graph, kernel, [dataclasses.replace(schedule, tiles=t) for t in options], hints)
         label = [" ".join(t.items()[:3]) for t in options]
         data = {"candidates": {label[i]: (None if us is None else round(us, 2)) for i, us in enumerate(times)}}
         if times[0] is None:

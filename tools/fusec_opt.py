@@ -143,10 +143,6 @@ def _split(text: str) -> list[str]:
 
 
 def _process(name: str, text: str, passes, dump_dir: Path | None, emitter, show_remarks: bool, printing: dict) -> str:
-    if any(p.name == "autotune-matmuls" and getattr(p, "when", "never") != "never" for p in passes):
-        from fusec.runtime import kernel_timer  # torch: imported only when a pass will time kernels
-
-        kernel_timer.install()
     ctx = make_context()
     module = parse_module(ctx, text, name)
     log = run_pipeline(ctx, module, passes, dump_dir=dump_dir, out=sys.stderr, **printing)

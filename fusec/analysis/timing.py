@@ -1,4 +1,5 @@
-"""Timing kernels on a device, for a pass that asks for measurements (``combo-grouping{benchmark=true}``).
+"""Timing kernels on a device, for a pass that asks for measurements (``combo-grouping{benchmark=true}``,
+``autotune-matmuls``).
 
 Passes sit below the lowering and the runtime and never import them.  The
 pipeline driver (the top layer) registers the runtime's timer here; a pass asks
@@ -7,7 +8,7 @@ for it and, where none is registered, keeps its cost model's decision.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from fusec.analysis.cost_model import SizeHints
 from fusec.dialects import fusec as F
@@ -26,3 +27,26 @@ def register_group_timer(factory: Callable[[], GroupTimer] | None) -> None:
 
 def group_timer() -> GroupTimer | None:
     return _group_timer() if _group_timer is not None else None
+
+
+class NoTimer(Exception):
+    """The process cannot time kernels (no GPU): a pass keeps its heuristic's decision."""
+
+
+KernelTimer = Callable[[F.GraphOp, F.KernelOp, Sequence[F.KernelSchedule], Mapping[str, int]], list[float | None]]
+"""(graph, kernel, schedules, size hints) -> microseconds a launch of the kernel takes under each schedule (None where
+it failed, or its outputs differ from the first schedule's); raises ``NoTimer`` where it cannot time at all."""
+
+_kernel_timer: Callable[[], KernelTimer] | None = None
+
+
+def register_kernel_timer(factory: Callable[[], KernelTimer] | None) -> Callable[[], KernelTimer] | None:
+    """Install (or, with None, remove) a factory for the kernel timer, called lazily on first use; returns the one
+    it replaces."""
+    global _kernel_timer
+    previous, _kernel_timer = _kernel_timer, factory
+    return previous
+
+
+def kernel_timer() -> KernelTimer | None:
+    return _kernel_timer() if _kernel_timer is not None else None

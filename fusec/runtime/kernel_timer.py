@@ -4,7 +4,8 @@ Each schedule's kernel is lowered alone: a graph of the kernel's operands as inp
 compiled as any graph is (``compile_module``: the launcher, the compile pool, TMA descriptors where the schedule
 asks for them).  All schedules' compiles go to the pool at once; each is then launched on the same random inputs
 (laid out as the IR's types say, at the size hints), its outputs checked against the first schedule's, and timed
-with ``triton.testing.do_bench`` (median).  ``install()`` makes this the pass's timer.
+with ``triton.testing.do_bench`` (median).  The pipeline driver registers ``time_schedules`` as the kernel timer
+(``fusec.analysis.timing``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Mapping, Sequence
 import torch
 from xdsl.dialects.builtin import ModuleOp
 
+from fusec.analysis.timing import NoTimer
 from fusec.base import shapes
 from fusec.base.progress import logger
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
-from fusec.passes import autotune_matmuls
 from fusec.runtime.compiled import CompiledGraph, compile_module
 
 TOLERANCE = 2e-2  # largest difference over the largest magnitude: another k-order rounds 16-bit outputs by an ulp
@@ -31,7 +32,7 @@ def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.K
     checks, for tests: its times say nothing of a GPU's)."""
     if device is None:
         if not torch.cuda.is_available():
-            raise autotune_matmuls.NoTimer("no GPU in this process to time kernels on")
+            raise NoTimer("no GPU in this process to time kernels on")
         device = "cuda"
     hints = dict(size_hints)
     inputs = [_random(tensor_type_of(v), hints, device, seed) for seed, v in enumerate(kernel.operands)]
@@ -60,11 +61,6 @@ def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.K
             logger.debug("autotune: %s under %s failed (%s: %s)", kernel.sym_name.data, schedule, type(e).__name__, e)
         times.append(us)
     return times
-
-
-def install() -> None:
-    """Make ``time_schedules`` (on the GPU) the timer ``autotune-matmuls`` uses."""
-    autotune_matmuls.install_timer(time_schedules)
 
 
 def _alone(graph: F.GraphOp, kernel: F.KernelOp, schedule: F.KernelSchedule) -> ModuleOp:
