@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusec.analysis import timing
-from fusec.analysis.cost_model import parse_size_hints, resolve_size_hints
+from fusec.analysis.cost_model import SizeHints, parse_size_hints, resolve_size_hints
 from fusec.analysis.timing import NoTimer
 from fusec.base import remarks
 from fusec.dialects import fusec as F
@@ -78,12 +78,12 @@ class AutotuneMatmuls(ModulePass):
             hints = resolve_size_hints(graph, parse_size_hints(self.size_hints))
             try:
                 for kernel in kernels:
-                    self._tune(graph, kernel, tiles, dict(hints.values))
+                    self._tune(graph, kernel, tiles, hints)
             except NoTimer as e:
                 remarks.emit(PASS, "autotune-skipped", f"matmul schedules stay the heuristic's: {e}", graph)
 
     @staticmethod
-    def _tune(graph: F.GraphOp, kernel: F.KernelOp, tiles: list[F.MatmulTiles], hints: dict[str, int]) -> None:
+    def _tune(graph: F.GraphOp, kernel: F.KernelOp, tiles: list[F.MatmulTiles], hints: SizeHints) -> None:
         timer = timing.kernel_timer()
         if timer is None:
             raise NoTimer("no kernel timer is registered (fusec's pipeline driver registers the runtime's)")
@@ -96,9 +96,10 @@ class AutotuneMatmuls(ModulePass):
                                     stages=c.stages)
             if t not in options:
                 options.append(t)
-        times = timer(graph, kernel, [dataclasses.replace(schedule, tiles=t) for t in options], hints)
+        times = timer(graph, kernel, [dataclasses.replace(schedule, tiles=t) for t in options], dict(hints.values))
         label = [" ".join(t.items()[:3]) for t in options]
-        data = {"candidates": {label[i]: (None if us is None else round(us, 2)) for i, us in enumerate(times)}}
+        data = {"candidates": {label[i]: (None if us is None else round(us, 2)) for i, us in enumerate(times)},
+                **hints.remark_data()}  # the sizes it was timed at
         if times[0] is None:
             remarks.emit(PASS, "autotune-failed", "the heuristic's schedule could not be timed: kept", kernel, **data)
             return

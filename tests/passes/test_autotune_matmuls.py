@@ -73,6 +73,7 @@ def test_the_fastest_schedule_that_ran_is_recorded_with_a_remark():
     assert "tile = [32, 64, 32], warps = 2, stages = 2" in module_text(module)
     (remark,) = [r for r in log.remarks if r.pass_name == "autotune-matmuls"]
     assert remark.code == "autotuned" and "4.0 us against the heuristic's 10.0" in remark.message
+    assert remark.data["size_hints"] == {"s0": 40}
     assert remark.data["candidates"] == {"tile = [32, 64, 32] warps = 2 stages = 2": 4.0,
                                          "tile = [64, 128, 64] warps = 8 stages = 5": None,
                                          " ".join(heuristic.items()[:3]): 10.0}
