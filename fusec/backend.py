@@ -545,6 +545,7 @@ def make_executor(module: ModuleOp, info: ImportInfo, execute: str = "triton", d
         trace.sources(F.find_graph(module).sym_name.data, compiled)
         if dump is not None:
             _dump_triton(compiled, dump)
+            compiled.dump_dir = dump
         return compiled
     from fusec.runtime import interpreter
 

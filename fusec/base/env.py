@@ -25,6 +25,9 @@ VERIFY_EACH = "FUSEC_VERIFY_EACH"
 COMPILE_WORKERS = "FUSEC_COMPILE_WORKERS"
 GRAPH_CACHE = "FUSEC_GRAPH_CACHE"
 
+# A file of a graph's dump that one stage writes and another reads (the runtime at the first call, fusec-report):
+COMPILE_TIMES_FILE = "compile_times.json"  # each kernel's Triton compile, seconds in a worker
+
 
 def dump_dir() -> Path | None:
     """The dump folder named by FUSEC_DUMP_DIR, or None when it is unset or empty."""

@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, NameLoc
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.parser import Parser
 
+from fusec.base.env import COMPILE_TIMES_FILE
 from fusec.dialects import fusec as F
 
 FINAL_IR = "final.mlir"
@@ -331,9 +332,12 @@ def _attach_files(report: GraphReport, profile: Profile) -> None:
     for p in sorted(report.folder.glob("fusec_*.py")):
         sources.setdefault(kernel_key(p.stem), []).append(p)
     launches = _launch_lines(report.launcher or "")
+    compile_times = _json(report.folder / COMPILE_TIMES_FILE, {})  # written by the graph's first call on a GPU
     for box in report.boxes:
         if box.kind not in ("kernel", "combo"):
             continue
+        if (seconds := compile_times.get(box.name.lstrip("@"))) is not None:
+            box.schedule["Triton compile"] = f"{seconds:.2f} s in a compile worker (the first call's)"
         key = kernel_key(box.name)
         forms = sources.get(key, [])  # a looped kernel with persistent_up_to has two: fusec_red_* and fusec_per_*
         path = next((p for p in forms if p.stem == box.name.lstrip("@")), forms[0] if forms else None)

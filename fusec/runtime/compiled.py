@@ -8,9 +8,11 @@ under Triton's interpreter on CPU tensors (``fusec.runtime.kernel_cache``).
 
 from __future__ import annotations
 
+import json
 import linecache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fusec.analysis.bind_plan import BindPlan, InputMismatch, UnboundSymbol, bind_plan
 from fusec.base import dtypes, origins
+from fusec.base.env import COMPILE_TIMES_FILE
 from fusec.base.progress import Progress, logger
 from fusec.dialects import fusec as F
 from fusec.lowering.launcher import KernelSource, Launcher, lower_graph, runtime_globals
@@ -92,6 +95,7 @@ class CompiledGraph:
         # process collected: ``compile_known`` then sends those without binding a launch.
         self.requests: tuple[CompileRequest, ...] | None = None
         self._known_missing: list[CompileRequest] | None = None  # compile_known's: not on disk, sent to the pool
+        self.dump_dir: Path | None = None  # the graph's dump folder: its first call writes its kernels' compile times
 
     @property
     def kernels(self) -> tuple[KernelSource, ...]:
@@ -150,7 +154,15 @@ class CompiledGraph:
         if requests:
             progress.step("compiling %d kernels in %d workers", len(requests), self.pool.workers)
             self.pool.compile(requests, progress)
+            self.dump_compile_times(requests)
         return len(requests)
+
+    def dump_compile_times(self, requests: Sequence[CompileRequest]) -> None:
+        """Each compiled kernel's seconds in a worker, into the graph's dump (``COMPILE_TIMES_FILE``, which
+        ``fusec-report`` shows beside each kernel): where a first call's time went."""
+        seconds = {r.name: round(s, 3) for r in requests if (s := self.pool.compile_seconds.get(r.name)) is not None}
+        if self.dump_dir is not None and seconds:
+            (self.dump_dir / COMPILE_TIMES_FILE).write_text(json.dumps(seconds, indent=1) + "\n")
 
     def compile_ahead(self, inputs: Sequence[torch.Tensor], skip_cached: bool = False) -> int:
         """Send this graph's compiles to the pool now, without waiting: ``inputs`` are meta tensors with the

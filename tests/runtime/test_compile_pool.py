@@ -476,3 +476,31 @@ def test_a_worker_imports_triton_not_torch():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_first_call_writes_its_kernels_compile_times_into_the_dump(tmp_path):
+    """What ``precompile`` compiled, each kernel's seconds in a worker, lands in the graph's dump for fusec-report."""
+    import json
+    import types
+
+    from fusec.base.env import COMPILE_TIMES_FILE
+    from fusec.pipeline import run_pipeline
+    from fusec.registry import make_context
+    from fusec.runtime import compile_module
+    from fusec.testing import parse
+
+    module = parse("""
+    fusec.graph @g(%x : !fusec.tensor<[8], f32>) -> (!fusec.tensor<[8], f32>) {
+      %y = fusec.pointwise "exp" %x : (!fusec.tensor<[8], f32>) -> !fusec.tensor<[8], f32>
+      fusec.output %y : !fusec.tensor<[8], f32>
+    }""")
+    run_pipeline(make_context(), module, "form-kernels")
+    compiled = compile_module(module)
+    compiled.pool = CompilePool(1)  # its own, not the process's shared pool
+    compiled.pool.compile_seconds.update({"k_a": 1.23456, "k_b": 0.5})
+    requests = [types.SimpleNamespace(name="k_a"), types.SimpleNamespace(name="k_c")]  # k_c: not compiled here
+    compiled.dump_compile_times(requests)  # no dump folder: nothing written
+    assert not list(tmp_path.iterdir())
+    compiled.dump_dir = tmp_path
+    compiled.dump_compile_times(requests)
+    assert json.loads((tmp_path / COMPILE_TIMES_FILE).read_text()) == {"k_a": 1.235}

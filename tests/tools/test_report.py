@@ -120,6 +120,23 @@ def test_profile_times_show_on_their_kernels(dumps, tmp_path):
     assert {b.name: b.device_time_us for b in timed.boxes if b.kind == "kernel"} == {kernel: 3.0}
 
 
+def test_compile_times_of_a_first_call_show_on_their_kernels(dumps, tmp_path):
+    """A graph's first call on a GPU writes each kernel's compile seconds into its dump; the report shows them."""
+    import shutil
+
+    from fusec.base.env import COMPILE_TIMES_FILE
+
+    folder = tmp_path / "copy"
+    shutil.copytree(next(f for f in graph_dirs(dumps) if final_kernels(f)), folder)
+    kernel = final_kernels(folder)[0]
+    (folder / COMPILE_TIMES_FILE).write_text(json.dumps({kernel: 1.234, "fusec_other_9": 2.0}))
+    boxes = {b.name: b.schedule.get("Triton compile") for b in read_graph(folder).boxes if b.kind in ("kernel", "combo")}
+    assert boxes[kernel] == "1.23 s in a compile worker (the first call's)"
+    assert sum(v is not None for v in boxes.values()) == 1
+    out = tmp_path / "compiled.html"
+    assert main([str(folder), "-o", str(out)]) == 0 and "1.23 s in a compile worker" in out.read_text()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["{missing}"], "not a folder"),
     (["{empty}"], "no graph dumps here"),
