@@ -22,6 +22,8 @@ from fusec.dialects import fusec as F
 from fusec.dialects.attributes import tensor_type_of
 from fusec.runtime.compiled import CompiledGraph, compile_module
 
+_DEVICE_MARKS = (F.DEVICE_MARK, F.DEVICE_CAPABILITY_MARK, F.SM_COUNT_MARK, F.FLOAT32_MATMUL_PRECISION_MARK,
+                 F.CUDNN_ALLOW_TF32_MARK)
 TOLERANCE = 2e-2  # largest difference over the largest magnitude: another k-order rounds 16-bit outputs by an ulp
 
 
@@ -68,8 +70,9 @@ def _alone(graph: F.GraphOp, kernel: F.KernelOp, schedule: F.KernelSchedule) -> 
     operands = list(kernel.operands)
     alone = F.GraphOp(f"{kernel.sym_name.data}_alone", [v.type for v in operands], [r.type for r in kernel.results],
                       list(graph.symbols.data), facts=graph.facts.data if graph.facts is not None else ())
-    for name, attr in graph.attributes.items():  # the device marks: capability, SM count, fp32 precision
-        alone.attributes[name] = attr
+    for name in _DEVICE_MARKS:  # what the GPU is and allows; not the marks naming the graph's inputs and outputs
+        if name in graph.attributes:
+            alone.attributes[name] = graph.attributes[name]
     copy = kernel.clone(value_mapper=dict(zip(operands, alone.block.args, strict=True)))
     copy.record_schedule(schedule)
     alone.block.add_op(copy)

@@ -197,3 +197,20 @@ def test_on_a_gpu_the_fastest_schedule_is_chosen_and_computes_what_torch_does():
     (out,) = compile_module(module)([x, w, b])
     want = torch.relu(x.float() @ w.float().t() + b.float())
     assert (out.float() - want).abs().max().item() <= 2e-2 * want.abs().max().item()
+
+
+def test_a_kernel_timed_alone_keeps_the_device_marks_not_the_graphs_input_marks():
+    """The one-kernel graph is compiled for the same GPU (capability, SMs, fp32 precision); marks that name the
+    graph's inputs or outputs by position (input mutations, aligned inputs, saved outputs) would name others there."""
+    from xdsl.dialects.builtin import IntegerAttr, i64
+
+    from fusec.runtime.kernel_timer import _alone
+
+    ctx, module = scheduled()
+    graph, kernel = F.find_graph(module), matmul_kernel(module)
+    graph.attributes[F.SAVED_OUTPUTS] = IntegerAttr(0, i64)
+    graph.set_input_mutations([(2, 0, False)])
+    (alone,) = [g for g in _alone(graph, kernel, kernel.schedule).walk() if isinstance(g, F.GraphOp)]
+    assert alone.mark(F.DEVICE_MARK) == "cuda"
+    assert alone.saved_outputs_from is None and alone.input_mutations == []
+    assert [tensor for tensor in alone.function_type.inputs.data] == [v.type for v in kernel.operands]
