@@ -333,6 +333,8 @@ def _attach_files(report: GraphReport, profile: Profile) -> None:
         sources.setdefault(kernel_key(p.stem), []).append(p)
     launches = _launch_lines(report.launcher or "")
     compile_times = _json(report.folder / COMPILE_TIMES_FILE, {})  # written by the graph's first call on a GPU
+    if compile_times:  # the summary's compile-time column: what the first call waited for at least
+        report.timings["slowest Triton compile (a worker)"] = max(compile_times.values())
     for box in report.boxes:
         if box.kind not in ("kernel", "combo"):
             continue

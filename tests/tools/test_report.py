@@ -133,8 +133,10 @@ def test_compile_times_of_a_first_call_show_on_their_kernels(dumps, tmp_path):
     boxes = {b.name: b.schedule.get("Triton compile") for b in read_graph(folder).boxes if b.kind in ("kernel", "combo")}
     assert boxes[kernel] == "1.23 s in a compile worker (the first call's)"
     assert sum(v is not None for v in boxes.values()) == 1
+    assert read_graph(folder).timings["slowest Triton compile (a worker)"] == 2.0
     out = tmp_path / "compiled.html"
-    assert main([str(folder), "-o", str(out)]) == 0 and "1.23 s in a compile worker" in out.read_text()
+    assert main([str(folder), "-o", str(out)]) == 0
+    assert "1.23 s in a compile worker" in out.read_text() and "slowest Triton compile (a worker) 2000 ms" in out.read_text()
 
 
 @pytest.mark.parametrize(("args", "message"), [
