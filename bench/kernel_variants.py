@@ -31,24 +31,12 @@ from fusec.pipeline import parse_module
 from fusec.registry import make_context
 from fusec.runtime.interpreter import run_kernel
 from fusec.runtime.kernel_cache import load_kernel
+from fusec.runtime.kernel_timer import random_buffers
 
 
 def buffers(kernel: F.KernelOp, device: str, seed: int = 0) -> list[torch.Tensor]:
     """Random inputs for ``kernel`` (normal floats, small non-negative ints), with the strides its types give."""
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for value in kernel.inputs:
-        t = tensor_type_of(value)
-        shape, strides, dtype = [int(d) for d in t.dims], [int(s) for s in t.layout], F.torch_dtype(value.type)
-        extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) if all(shape) else 0
-        if dtype.is_floating_point:
-            flat = torch.randn(extent, generator=gen).to(dtype)
-        elif dtype == torch.bool:
-            flat = torch.rand(extent, generator=gen) > 0.5
-        else:
-            flat = torch.randint(0, 4, (extent,), generator=gen).to(dtype)
-        out.append(torch.as_strided(flat.to(device), shape, strides))
-    return out
+    return random_buffers([tensor_type_of(v) for v in kernel.inputs], {}, device, seed)
 
 
 def empty_outputs(kernel: F.KernelOp, device: str) -> list[torch.Tensor]:

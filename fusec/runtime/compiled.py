@@ -160,8 +160,10 @@ class CompiledGraph:
     def dump_compile_times(self, requests: Sequence[CompileRequest]) -> None:
         """Each compiled kernel's seconds in a worker, into the graph's dump (``COMPILE_TIMES_FILE``, which
         ``fusec-report`` shows beside each kernel): where a first call's time went."""
+        if self.dump_dir is None:
+            return
         seconds = {r.name: round(s, 3) for r in requests if (s := self.pool.compile_seconds.get(r.name)) is not None}
-        if self.dump_dir is not None and seconds:
+        if seconds:
             (self.dump_dir / COMPILE_TIMES_FILE).write_text(json.dumps(seconds, indent=1) + "\n")
 
     def compile_ahead(self, inputs: Sequence[torch.Tensor], skip_cached: bool = False) -> int:

@@ -37,8 +37,8 @@ def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.K
             raise NoTimer("no GPU in this process to time kernels on")
         device = "cuda"
     hints = dict(size_hints)
-    try:
-        inputs = [_random(tensor_type_of(v), hints, device, seed) for seed, v in enumerate(kernel.operands)]
+    try:  # normal floats scaled as a matmul's operands are
+        inputs = random_buffers([tensor_type_of(v) for v in kernel.operands], hints, device, scale=0.1)
     except Exception as e:  # noqa: BLE001 -- an operand it cannot make (a size with no hint): nothing is timed
         logger.debug("autotune: no inputs for %s (%s: %s)", kernel.sym_name.data, type(e).__name__, e)
         return [None] * len(schedules)
@@ -53,13 +53,13 @@ def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.K
             logger.debug("autotune: %s under %s does not lower (%s: %s)", kernel.sym_name.data, schedule, type(e).__name__, e)
             compiled.append(None)
     times: list[float | None] = []
-    reference: list[torch.Tensor] | None = None
-    for graph_alone, schedule in zip(compiled, schedules, strict=True):
+    reference: list[torch.Tensor] | None = None  # the first schedule's outputs: the others must match them
+    for i, (graph_alone, schedule) in enumerate(zip(compiled, schedules, strict=True)):
         us = None
         try:
             if graph_alone is not None:
                 outputs = graph_alone(inputs)
-                if reference is None and not times:
+                if i == 0:
                     reference = outputs
                 if reference is not None and _matches(outputs, reference):
                     us = _time(lambda run=graph_alone: run(inputs), device)
@@ -84,21 +84,25 @@ def _alone(graph: F.GraphOp, kernel: F.KernelOp, schedule: F.KernelSchedule) -> 
     return ModuleOp([alone])
 
 
-def _random(t: F.TensorType, hints: Mapping[str, int], device: str, seed: int) -> torch.Tensor:
-    """A random tensor of type ``t`` at ``hints``: normal floats scaled as a matmul's operands are, small
-    non-negative integers, with the type's strides."""
+def random_buffers(types: Sequence[F.TensorType], sizes: Mapping[str, int], device: str, seed: int = 0,
+                   scale: float = 1.0) -> list[torch.Tensor]:
+    """Random tensors of ``types`` at ``sizes``, laid out with the types' strides (one generator, in order): normal
+    floats times ``scale``, booleans, small non-negative integers."""
     gen = torch.Generator().manual_seed(seed)
-    shape = [shapes.evaluate(d, hints) for d in t.dims]
-    strides = [shapes.evaluate(s, hints) for s in t.layout]
-    dtype = F.torch_dtype(t)
-    extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) if all(shape) else 0
-    if dtype.is_floating_point:
-        flat = (torch.randn(extent, generator=gen) * 0.1).to(dtype)
-    elif dtype == torch.bool:
-        flat = torch.rand(extent, generator=gen) > 0.5
-    else:
-        flat = torch.randint(0, 4, (extent,), generator=gen).to(dtype)
-    return torch.as_strided(flat.to(device), shape, strides)
+    out = []
+    for t in types:
+        shape = [shapes.evaluate(d, sizes) for d in t.dims]
+        strides = [shapes.evaluate(s, sizes) for s in t.layout]
+        dtype = F.torch_dtype(t)
+        extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) if all(shape) else 0
+        if dtype.is_floating_point:
+            flat = (torch.randn(extent, generator=gen) * scale).to(dtype)
+        elif dtype == torch.bool:
+            flat = torch.rand(extent, generator=gen) > 0.5
+        else:
+            flat = torch.randint(0, 4, (extent,), generator=gen).to(dtype)
+        out.append(torch.as_strided(flat.to(device), shape, strides))
+    return out
 
 
 def _matches(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> bool:
