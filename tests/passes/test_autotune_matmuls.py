@@ -183,8 +183,7 @@ def test_on_a_gpu_the_fastest_schedule_is_chosen_and_computes_what_torch_does():
 
     ctx = make_context()
     module = parse_module(ctx, GPU_IR)
-    with remarks.collect() as log:
-        run_pipeline(ctx, module, SCHEDULED + ",autotune-matmuls{when=always candidates=64x64x64x4x3,256x256x64x8x4}")
+    log = run_pipeline(ctx, module, SCHEDULED + ",autotune-matmuls{when=always candidates=64x64x64x4x3,256x256x64x8x4}")
     (remark,) = [r for r in log.remarks if r.pass_name == "autotune-matmuls"]
     assert remark.code == "autotuned", remark.message
     times = remark.data["candidates"]
