@@ -9,11 +9,11 @@ Measured on an H200 (bf16, ``x @ w.t() + b`` then tanh-GELU, device µs; BENCHMA
 ``matmul-epilogues`` would fuse the chain into a Triton matmul).
 
 The activation is recognised by what it computes, not how it is spelled: the pointwise ops that read only the
-biased product and each other (and scalar constants) form a function of one variable, evaluated symbolically (the
-roundings of ``convert`` ops aside): ``relu(h)``, or ``0.5 * h * (1 + tanh(sqrt(2/pi) * (h + 0.044715 * h**3)))``
-whatever the order of its operations (``F.gelu(approximate="tanh")``'s decomposition, GPT-2's ``gelu_new``).
-Its intermediate roundings are then not made (cuBLASLt computes the epilogue in fp32 and rounds once), as in a
-fused kernel.
+biased product and each other (and scalar constants) form a function of one variable, which must agree with
+``relu(h)`` or ``0.5 * h * (1 + tanh(sqrt(2/pi) * (h + 0.044715 * h**3)))`` at seven probes (to 1e-9, in double
+precision, the roundings of ``convert`` ops aside), whatever the order of its operations
+(``F.gelu(approximate="tanh")``'s decomposition, GPT-2's ``gelu_new``).  Its intermediate roundings are then not
+made (cuBLASLt computes the epilogue in fp32 and rounds once), as in a fused kernel.
 
 Only on CUDA graphs: torch's CPU ``_addmm_activation`` computes GELU exactly (erf), its CUDA one the tanh
 approximation, so a tanh-GELU moves to it only where the graph runs on CUDA.  Not an fp32 GELU at
@@ -32,10 +32,13 @@ Options:
 
 from __future__ import annotations
 
+import cmath
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
@@ -51,14 +54,20 @@ from fusec.passes.pad_matmuls import check_when, exact_fp32, graph_device, graph
 
 PASS = "activation-epilogues"
 TARGET = "aten._addmm_activation.default"
-_H = sympy.Symbol("h", real=True)
-# What the activation's ops may compute: sympy over their inputs (a convert's rounding aside).
-_FUNCTIONS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
-    "neg": lambda a: -a, "pow": lambda a, b: a**b, "tanh": sympy.tanh, "relu": lambda a: sympy.Max(a, 0),
-    "maximum": sympy.Max, "convert": lambda a: a, "identity": lambda a: a,
+# What the activation's ops may compute, on Python numbers (a convert's rounding aside): complex where a power of a
+# negative number leaves the reals, so that such a function is told apart from GELU rather than raising.
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv, "neg": operator.neg,
+    "pow": operator.pow, "tanh": lambda a: cmath.tanh(a) if isinstance(a, complex) else math.tanh(a),
+    "relu": lambda a: max(a.real, 0.0), "maximum": lambda a, b: max(a.real, b.real), "convert": lambda a: a,
+    "identity": lambda a: a,
 }
-_GELU_TANH = sympy.Rational(1, 2) * _H * (1 + sympy.tanh(sympy.sqrt(2 / sympy.pi) * (_H + 0.044715 * _H**3)))
+
+
+def _gelu_tanh(h: float) -> float:
+    return 0.5 * h * (1 + math.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+
+
 _PROBES = (-4.1, -1.3, -0.37, 0.05, 0.61, 1.7, 3.3)  # a tanh-GELU in other words agrees to 1e-9 at each
 
 
@@ -98,12 +107,13 @@ def _scalar_constant(value: SSAValue) -> float | None:
     return None
 
 
-def _function_of_h(h: SSAValue, ops: list[F.PointwiseOp]) -> sympy.Expr:
-    exprs: dict[SSAValue, sympy.Expr] = {h: _H}
+def _value_at(h: SSAValue, ops: list[F.PointwiseOp], at: float) -> complex:
+    """What ``ops`` compute from ``h = at`` (in double precision: the probes compare to 1e-9)."""
+    values: dict[SSAValue, complex | float] = {h: at}
     for op in ops:
-        args = [exprs[v] if v in exprs else sympy.Float(_scalar_constant(v)) for v in op.inputs]
-        exprs[op.result] = _FUNCTIONS[op.fn.data](*args)
-    return exprs[ops[-1].result]
+        args = [values[v] if v in values else _scalar_constant(v) for v in op.inputs]
+        values[op.result] = _FUNCTIONS[op.fn.data](*args)
+    return complex(values[ops[-1].result])
 
 
 def activation_of(h: SSAValue, ops: list[F.PointwiseOp]) -> str | None:
@@ -112,10 +122,12 @@ def activation_of(h: SSAValue, ops: list[F.PointwiseOp]) -> str | None:
         return "relu"
     if sum(op.fn.data == "tanh" for op in ops) != 1:
         return None
-    f = _function_of_h(h, ops)
     for v in _PROBES:
-        got, want = (complex(e.evalf(30, subs={_H: v})) for e in (f, _GELU_TANH))
-        if not math.isclose(got.real, want.real, rel_tol=1e-9, abs_tol=1e-12) or abs(got.imag) > 1e-12:
+        try:
+            got = _value_at(h, ops, v)
+        except (ZeroDivisionError, OverflowError):
+            return None
+        if not math.isclose(got.real, _gelu_tanh(v), rel_tol=1e-9, abs_tol=1e-12) or abs(got.imag) > 1e-12:
             return None
     return "gelu"
 
