@@ -1,6 +1,9 @@
 """Steady-state wall time per call of one model through one backend (GPU), bf16, static shapes.
 
-    python bench/wall.py MODEL infer|train fusec|inductor|inductor-combo
+    python bench/wall.py MODEL infer|train BACKEND
+
+BACKEND: fusec, fusec-ro (fusec's ``cudagraphs`` option) or another of models.py's fusec variants; inductor,
+inductor-combo, inductor-ro (``mode="reduce-overhead"``: CUDA graphs), inductor-combo-ro.
 
 Compiles, runs once, collects the compile's garbage (a full collection of it inside a timed loop once read as
 several ms a call), warms up, and prints the median, min and max of 5 rounds of 20 calls.  No CUDA profiler runs in
@@ -15,7 +18,7 @@ import sys
 import time
 
 import torch
-from models import SIZES, build, inputs, loss_of, main_of
+from models import SIZES, build, fusec_variant, inputs, loss_of, main_of
 
 
 def main(name: str, mode: str, backend: str) -> None:
@@ -36,13 +39,13 @@ def main(name: str, mode: str, backend: str) -> None:
         loss.backward()
         return loss
 
-    if backend == "fusec":
-        model.compile(backend="fusec")
+    if backend.startswith("fusec"):
+        model.compile(backend="fusec", options=fusec_variant(backend))
     else:
         import torch._inductor.config as ic
 
-        ic.combo_kernels = backend == "inductor-combo"
-        model.compile()
+        ic.combo_kernels = backend.startswith("inductor-combo")
+        model.compile(mode="reduce-overhead" if backend.endswith("-ro") else None)
     run()
     gc.collect()
     for _ in range(5):
