@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import inspect
 import itertools
 import re
 import time
@@ -158,18 +159,20 @@ def fusec_backend(gm: torch.fx.GraphModule, example_inputs: Sequence, **kwargs):
 
             gm = dense_attention_masks(gm, include_fp32=options.dense_attention_masks == "all")
     compiler = functools.partial(compile_graph, options=options, traced_remarks=tuple(traced_log.remarks))
-    _restart_now_for_specialized_floats(example_inputs)
+    _restart_now_for_specialized_floats(gm, example_inputs)
     with torch._functorch.config.patch(config):
         return _aot_compile(gm, example_inputs, compiler, options)
 
 
-def _restart_now_for_specialized_floats(example_inputs: Sequence) -> None:
+def _restart_now_for_specialized_floats(gm: torch.fx.GraphModule, example_inputs: Sequence) -> None:
     """Under ``dynamic=True`` Dynamo traces a model's Python floats (an eps, an attention scale, a dropout rate) as
-    symbols; one that tracing had to specialize (an op that takes a float, not a tensor) makes AOTAutograd's
-    tensorify pass restart Dynamo's analysis with it a constant -- after the whole graph is traced for nothing
-    (5.7 of ViT-tiny's 24 s first call on a CPU).  Where every new float symbol is specialized already, that
-    restart is certain: it is raised here, before the trace.  Otherwise (a float that may still become a tensor
-    input) AOTAutograd decides, as before."""
+    symbols; one that AOTAutograd's tensorify pass cannot turn into a 0-d tensor input makes it restart Dynamo's
+    analysis with that float a constant -- after the whole graph is traced for nothing (5.7 of ViT-tiny's 24 s first
+    call on a CPU).  Two kinds never become tensors: a float tracing had to specialize already (a LayerNorm's eps:
+    an op that takes a float), and a float input the graph never reads (``nn.Embedding``'s ``norm_type`` without
+    ``max_norm``).  One such float makes the restart certain: it is raised here, before the trace, with those floats
+    constants; the others (which may still become tensor inputs: an attention scale in a multiply) are left to
+    AOTAutograd, which restarts again only if one of them cannot become a tensor either."""
     try:
         from torch._dynamo.exc import TensorifyScalarRestartAnalysis
         from torch._guards import detect_fake_mode
@@ -183,10 +186,46 @@ def _restart_now_for_specialized_floats(example_inputs: Sequence) -> None:
     # torch 2.13 names the map backed_var_to_val (var_to_val warns); older torches, var_to_val
     values = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
     new = [s for s in values if symbol_is_type(s, SymT.FLOAT) and not TensorifyState.should_specialize(str(s))]
-    if new and all(isinstance(shape_env.replacements.get(s), sympy.Number) for s in new):
-        for s in new:
+    if not new:
+        return
+    read = _symbols_read(gm)
+    certain = [s for s in new if isinstance(shape_env.replacements.get(s), sympy.Number) or s not in read]
+    if certain:
+        for s in certain:
             TensorifyState.specialize(str(s))
         raise TensorifyScalarRestartAnalysis
+
+
+def _symbols_read(gm: torch.fx.GraphModule) -> set:
+    """The size and float symbols of ``gm``'s values, but for values nothing reads (an unread input, its ``item()``,
+    a float passed only where the callee ignores it)."""
+    unread: set[torch.fx.Node] = set()
+    for node in reversed(gm.graph.nodes):  # users first
+        if node.op != "output" and not node.is_impure() and all(u in unread or _ignores(u, node) for u in node.users):
+            unread.add(node)
+    read: set = set()
+    for node in gm.graph.nodes:
+        if node in unread:
+            continue
+        value = node.meta.get("example_value", node.meta.get("val"))
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                read |= v.node.expr.free_symbols
+            elif isinstance(v, torch.Tensor):
+                for e in (*v.shape, *v.stride(), v.storage_offset()):
+                    if isinstance(e, torch.SymInt):
+                        read |= e.node.expr.free_symbols
+    return read
+
+
+def _ignores(user: torch.fx.Node, value: torch.fx.Node) -> bool:
+    """Whether ``user`` reads ``value`` only where it has no effect: ``F.embedding``'s ``norm_type`` without
+    ``max_norm`` (every ``nn.Embedding``'s: Dynamo passes it as a float input all the same)."""
+    if user.op != "call_function" or user.target is not torch.nn.functional.embedding:
+        return False
+    args = inspect.signature(torch.nn.functional.embedding).bind(*user.args, **user.kwargs).arguments
+    return args.get("max_norm") is None and value is args.get("norm_type") and \
+        all(a is not value for name, a in args.items() if name != "norm_type")
 
 
 def _aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence, compiler, options: BackendOptions):
