@@ -11,8 +11,9 @@ types change; the launcher copies an extern's result to its declared layout wher
 so a wrong guess costs a copy, never a wrong answer.
 
 A value changes layout only when the op making it lets the compiler choose (a pointwise op, a convolution,
-a max pool of a channels-last input) and every reader reads any layout (kernels, externs): never a view's
-input, never a graph input, and never a graph output, except those from ``fusec.saved_outputs`` on (set by
+a max pool of a channels-last input) and every reader reads any layout (kernels, externs, or a permute whose
+readers do: its result is retyped, as ConvNeXt's NCHW -> NHWC view then reads a dense tensor): never another
+view's input, never a graph input, and never a graph output, except those from ``fusec.saved_outputs`` on (set by
 the backend on a forward graph: tensors saved for its backward, whose strides it reports to AOTAutograd, which
 compiles the backward for them; under static sizes only).  A convolution input that cannot change (the images, a view) is copied
 into channels-last by a ``fusec.pointwise "identity"``, as cuDNN would copy it; a convolution whose result
@@ -109,11 +110,12 @@ def _auto(graph: F.GraphOp, convs: list[F.ExternOp], pass_name: str) -> bool:
 
 
 def fixed_layout(v: SSAValue, chooses: Callable[[Operation], bool] = lambda op: False,
-                 saved_from: int | None = None) -> str | None:
+                 saved_from: int | None = None, permutes: bool = False) -> str | None:
     """Why the compiler may not change the layout of ``v``, or None: it must be made by a pointwise op (or an op
     ``chooses`` says lets the compiler choose) and read only by ops that read any layout -- kernels-to-be and
     externs, never a view, and never the graph output but for outputs from ``saved_from`` on (saved tensors whose
-    strides the backend reports)."""
+    strides the backend reports).  With ``permutes``, a permute whose result only such ops read may read it too
+    (the caller then retypes that result: ``permuted_type``)."""
     if isinstance(v, BlockArgument):
         return "a graph input (its layout is the caller's)"
     owner = v.owner
@@ -125,9 +127,19 @@ def fixed_layout(v: SSAValue, chooses: Callable[[Operation], bool] = lambda op: 
         if isinstance(reader, F.OutputOp):
             if saved_from is None or use.index < saved_from:
                 return "a graph output (eager's strides)"
+        elif permutes and isinstance(reader, F.PermuteOp):
+            if not all(isinstance(u.operation, (F.PointwiseOp, F.ReduceOp, F.ExternOp)) for u in reader.result.uses):
+                return f"read by {reader.name}, whose result a view or the graph output reads"
         elif not isinstance(reader, (F.PointwiseOp, F.ReduceOp, F.ExternOp)):
             return f"read by {reader.name}"
     return None
+
+
+def permuted_type(permute: F.PermuteOp, input_type: TensorType) -> TensorType:
+    """The type of ``permute``'s result over an input of ``input_type``: its strides reordered as its dims."""
+    result = permute.result.type
+    assert isinstance(result, TensorType)
+    return TensorType(result.dims, result.element_type, [input_type.layout[p] for p in permute.perm_list])
 
 
 def _is_4d(v: SSAValue) -> bool:
@@ -150,14 +162,17 @@ class _Relayout:
         if not t.is_contiguous:
             return "already laid out otherwise"
         return fixed_layout(v, lambda op: isinstance(op, F.ExternOp) and op.target.data in
-                            (CONVOLUTION, CONVOLUTION_BACKWARD, *FOLLOWERS), self.saved_from)
+                            (CONVOLUTION, CONVOLUTION_BACKWARD, *FOLLOWERS), self.saved_from, permutes=True)
 
     def run(self, convs: list[F.ExternOp]) -> None:
         chosen, copies, copied_back = self.choose(convs)
         for v in chosen:
             t = v.type
             assert isinstance(t, TensorType)
+            readers = [u.operation for u in v.uses if isinstance(u.operation, F.PermuteOp)]
             Rewriter.replace_value_with_new_type(v, channels_last(t))
+            for permute in readers:  # a ConvNeXt block's NCHW -> NHWC view: dense over channels-last
+                Rewriter.replace_value_with_new_type(permute.result, permuted_type(permute, channels_last(t)))
         if self.saved_from is not None:  # saved outputs may have moved: the graph declares what it returns
             self.graph.declare_returned_types()
         made: dict[SSAValue, SSAValue] = {}  # one copy of a value for every convolution reading it

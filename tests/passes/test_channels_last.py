@@ -77,6 +77,41 @@ def test_inference_matches_eager(fresh_dynamo, tmp_path, dynamic):
     assert any("activations channels-last" in r for r in remarks_in(tmp_path, "inference"))
 
 
+class ConvNeXtBlock(torch.nn.Module):
+    """A stem convolution, then ConvNeXt's block: a depthwise convolution viewed NHWC for a LayerNorm and a linear
+    layer over channels, viewed back NCHW and added to the block's input."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 2, stride=2)
+        self.dwconv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.norm = torch.nn.LayerNorm(8)
+        self.pwconv = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.pwconv(self.norm(self.dwconv(x).permute(0, 2, 3, 1)))
+        return x + y.permute(0, 3, 1, 2)
+
+
+def test_a_convnext_block_runs_channels_last_through_its_nhwc_views(fresh_dynamo, tmp_path):
+    torch.manual_seed(0)
+    eager, model = ConvNeXtBlock(), ConvNeXtBlock()
+    model.load_state_dict(eager.state_dict())
+    compiled = torch.compile(model, backend="fusec", options={"pipeline": ALWAYS, "dump_dir": str(tmp_path)})
+    x = rand(2, 3, 16, 16, seed=1)
+    want = eager(x).square().mean()
+    want.backward()
+    got = compiled(x).square().mean()
+    got.backward()
+    torch.testing.assert_close(got, want)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    forward = remarks_in(tmp_path, "forward")
+    assert sum("activations channels-last" in r for r in forward) == 2, forward  # the stem too: its view follows
+    assert not any("read by fusec.permute" in r for r in forward)
+
+
 def test_dense_dim_order():
     n, c, h, w = (shapes.symbol(f"s{i}") for i in range(4))
     assert shapes.dense_dim_order([n, c, h, w], [c * h * w, 1, w * c, c]) == (0, 2, 3, 1)
