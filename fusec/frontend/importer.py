@@ -438,8 +438,8 @@ class GraphImporter(GraphBuilder):
                     outputs.append(v)
                 strides = self._eager_strides(r, v, val) if order is None else None
                 slots.append(OutputSlot("tensor", outputs.index(v), dim_order=order, strides=strides))
-            elif isinstance(v, sympy.Expr):
-                slots.append(OutputSlot("symint", expr=v))
+            elif isinstance(v, sympy.Expr):  # a size the backward needs: bound from the traced symbols, per call
+                slots.append(OutputSlot("symint", expr=self._over_traced_symbols(v)))
             elif v is None or isinstance(v, (bool, int, float)):
                 slots.append(OutputSlot("value", value=v))
             elif isinstance(r, torch.fx.Node) and r.op == "placeholder" and _is_opaque(v):
@@ -459,9 +459,15 @@ class GraphImporter(GraphBuilder):
         if not _computed_here(_view_base(v)):  # a view of an input or of a torch call's result: eager's layout
             return None
         self.at(node)
-        definitions = self.derived_sizes.definitions  # over the traced symbols, which the call binds
-        strides = [self.size(s) for s in val.stride()]
-        return tuple(e.xreplace({x: definitions[x.name] for x in e.free_symbols if x.name in definitions}) for e in strides)
+        return tuple(self._over_traced_symbols(self.size(s)) for s in val.stride())
+
+    def _over_traced_symbols(self, e: sympy.Expr) -> sympy.Expr:
+        """``e`` with each derived size symbol (``d0 = floordiv(s1 - 1, 2) + 1``) written out: what a call binds
+        from its arguments (ImportInfo.bind_symbols) holds the traced symbols only."""
+        definitions = self.derived_sizes.definitions
+        while derived := {x: definitions[x.name] for x in e.free_symbols if x.name in definitions}:
+            e = e.xreplace(derived)
+        return e
 
     def _mutations(self, outputs: list[SSAValue]) -> list[tuple[int, int]]:
         """(FX argument, graph output) for each input the graph writes (``copy_(input, value)`` at its end, from
