@@ -40,9 +40,10 @@ def remarks_in(dump, graph):
             if "channels-last" in line]
 
 
-def test_a_training_step_matches_eager_and_the_backward_gets_channels_last(fresh_dynamo, tmp_path):
+def train_one_step_against_eager(make, tmp_path):
+    """One training step of ``make()`` through channels-last{when=always}: loss and every gradient as eager's."""
     torch.manual_seed(0)
-    eager, model = Net(), Net()
+    eager, model = make(), make()
     model.load_state_dict(eager.state_dict())
     compiled = torch.compile(model, backend="fusec", options={"pipeline": ALWAYS, "dump_dir": str(tmp_path)})
     x = rand(2, 3, 16, 16, seed=1)
@@ -53,6 +54,10 @@ def test_a_training_step_matches_eager_and_the_backward_gets_channels_last(fresh
     torch.testing.assert_close(got, want)
     for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+def test_a_training_step_matches_eager_and_the_backward_gets_channels_last(fresh_dynamo, tmp_path):
+    train_one_step_against_eager(Net, tmp_path)
     forward = (next(tmp_path.glob("forward_*")) / "final.mlir").read_text()
     backward_in = (next(tmp_path.glob("backward_*")) / "imported.mlir").read_text().splitlines()[1]
     assert "fusec.saved_outputs" in forward and "strides [512, 1, 64, 8]" in forward.split("fusec.output")[-1]
@@ -95,18 +100,7 @@ class ConvNeXtBlock(torch.nn.Module):
 
 
 def test_a_convnext_block_runs_channels_last_through_its_nhwc_views(fresh_dynamo, tmp_path):
-    torch.manual_seed(0)
-    eager, model = ConvNeXtBlock(), ConvNeXtBlock()
-    model.load_state_dict(eager.state_dict())
-    compiled = torch.compile(model, backend="fusec", options={"pipeline": ALWAYS, "dump_dir": str(tmp_path)})
-    x = rand(2, 3, 16, 16, seed=1)
-    want = eager(x).square().mean()
-    want.backward()
-    got = compiled(x).square().mean()
-    got.backward()
-    torch.testing.assert_close(got, want)
-    for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
-        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    train_one_step_against_eager(ConvNeXtBlock, tmp_path)
     forward = remarks_in(tmp_path, "forward")
     assert sum("activations channels-last" in r for r in forward) == 2, forward  # the stem too: its view follows
     assert not any("read by fusec.permute" in r for r in forward)
