@@ -38,12 +38,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from fusec.analysis.view_layouts import Layout, view_layout
 from fusec.base import dtypes, remarks
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import TensorType
@@ -55,6 +57,7 @@ CONVOLUTION_BACKWARD = "aten.convolution_backward.default"
 FOLLOWERS = frozenset({"aten.max_pool2d_with_indices.default", "aten.max_pool2d_with_indices_backward.default",
                        "aten.avg_pool2d.default", "aten.avg_pool2d_backward.default"})
 WHEN = ("auto", "always", "never")
+_ANY_LAYOUT_READERS = (F.PointwiseOp, F.ReduceOp, F.ExternOp)  # kernels-to-be and torch calls: strides are theirs to read
 
 
 def channels_last(t: TensorType) -> TensorType:
@@ -128,18 +131,20 @@ def fixed_layout(v: SSAValue, chooses: Callable[[Operation], bool] = lambda op: 
             if saved_from is None or use.index < saved_from:
                 return "a graph output (eager's strides)"
         elif permutes and isinstance(reader, F.PermuteOp):
-            if not all(isinstance(u.operation, (F.PointwiseOp, F.ReduceOp, F.ExternOp)) for u in reader.result.uses):
+            if not all(isinstance(u.operation, _ANY_LAYOUT_READERS) for u in reader.result.uses):
                 return f"read by {reader.name}, whose result a view or the graph output reads"
-        elif not isinstance(reader, (F.PointwiseOp, F.ReduceOp, F.ExternOp)):
+        elif not isinstance(reader, _ANY_LAYOUT_READERS):
             return f"read by {reader.name}"
     return None
 
 
 def permuted_type(permute: F.PermuteOp, input_type: TensorType) -> TensorType:
-    """The type of ``permute``'s result over an input of ``input_type``: its strides reordered as its dims."""
+    """The type of ``permute``'s result over an input of ``input_type`` (``view_layout``'s strides)."""
     result = permute.result.type
     assert isinstance(result, TensorType)
-    return TensorType(result.dims, result.element_type, [input_type.layout[p] for p in permute.perm_list])
+    layout = view_layout(permute, Layout(tuple(input_type.dims), tuple(input_type.layout), sympy.Integer(0)))
+    assert layout is not None, "a permute's layout is always known"
+    return TensorType(result.dims, result.element_type, layout.strides)
 
 
 def _is_4d(v: SSAValue) -> bool:

@@ -464,10 +464,7 @@ class GraphImporter(GraphBuilder):
     def _over_traced_symbols(self, e: sympy.Expr) -> sympy.Expr:
         """``e`` with each derived size symbol (``d0 = floordiv(s1 - 1, 2) + 1``) written out: what a call binds
         from its arguments (ImportInfo.bind_symbols) holds the traced symbols only."""
-        definitions = self.derived_sizes.definitions
-        while derived := {x: definitions[x.name] for x in e.free_symbols if x.name in definitions}:
-            e = e.xreplace(derived)
-        return e
+        return shapes.expand_definitions(e, self.derived_sizes.definitions)
 
     def _mutations(self, outputs: list[SSAValue]) -> list[tuple[int, int]]:
         """(FX argument, graph output) for each input the graph writes (``copy_(input, value)`` at its end, from
