@@ -112,7 +112,11 @@ def _value_at(h: SSAValue, ops: list[F.PointwiseOp], at: float) -> complex:
     values: dict[SSAValue, complex | float] = {h: at}
     for op in ops:
         args = [values[v] if v in values else _scalar_constant(v) for v in op.inputs]
-        values[op.result] = _FUNCTIONS[op.fn.data](*args)
+        value = values[op.result] = _FUNCTIONS[op.fn.data](*args)
+        # Out of the reals (a fractional power of a negative number): no activation; relu's and maximum's max()
+        # would drop the imaginary part, so the caller sees it now.
+        if isinstance(value, complex) and abs(value.imag) > 1e-12:
+            return value
     return complex(values[ops[-1].result])
 
 
