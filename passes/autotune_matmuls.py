@@ -13,9 +13,9 @@ as every candidate costs a Triton compile and a few hundred launches.  ``when=ac
 The timer lives in the runtime (``fusec.runtime.kernel_timer``), registered by the pipeline driver through
 ``fusec.analysis.timing`` as combo-grouping's benchmark timer is; tests register their own.
 
-Remarks: ``autotuned`` per kernel (the winner, its time and the heuristic's, with every candidate's in the
-remark's data); ``autotune-skipped`` per graph where no timer or GPU is there; ``autotune-failed`` where the
-heuristic's own schedule could not be timed (it is kept).
+Remarks: ``autotuned`` per kernel (the winner, its time and the heuristic's, with every candidate's time, or why it
+was not timed, in the remark's data); ``autotune-skipped`` per graph where no timer or GPU is there;
+``autotune-failed`` where the heuristic's own schedule could not be timed (it is kept; the remark says why).
 """
 
 from __future__ import annotations
@@ -98,13 +98,16 @@ class AutotuneMatmuls(ModulePass):
                 options.append(t)
         times = timer(graph, kernel, [dataclasses.replace(schedule, tiles=t) for t in options], dict(hints.values))
         label = [" ".join(t.items()[:3]) for t in options]
-        data = {"candidates": {label[i]: (None if us is None else round(us, 2)) for i, us in enumerate(times)},
+        # each candidate's µs, or why it was not timed
+        data = {"candidates": {label[i]: (t if isinstance(t, str) else round(t, 2)) for i, t in enumerate(times)},
                 **hints.remark_data()}  # the sizes it was timed at
-        if times[0] is None:
-            remarks.emit(PASS, "autotune-failed", "the heuristic's schedule could not be timed: kept", kernel, **data)
+        timed = {i: t for i, t in enumerate(times) if not isinstance(t, str)}
+        if 0 not in timed:
+            remarks.emit(PASS, "autotune-failed", f"the heuristic's schedule could not be timed: kept ({times[0]})",
+                         kernel, **data)
             return
-        best = min((i for i, us in enumerate(times) if us is not None), key=lambda i: times[i])  # type: ignore[arg-type, return-value]
+        best = min(timed, key=timed.__getitem__)
         kernel.record_schedule(dataclasses.replace(schedule, tiles=options[best]))
-        verdict = "the heuristic's kept" if best == 0 else f"{times[best]:.1f} us against the heuristic's {times[0]:.1f}"
-        remarks.emit(PASS, "autotuned", f"{label[best]}: {verdict} ({sum(t is not None for t in times)} of "
-                     f"{len(times)} schedules timed)", kernel, **data)
+        verdict = "the heuristic's kept" if best == 0 else f"{timed[best]:.1f} us against the heuristic's {timed[0]:.1f}"
+        remarks.emit(PASS, "autotuned", f"{label[best]}: {verdict} ({len(timed)} of {len(times)} schedules timed)",
+                     kernel, **data)

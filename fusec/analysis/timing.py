@@ -33,9 +33,10 @@ class NoTimer(Exception):
     """The process cannot time kernels (no GPU): a pass keeps its heuristic's decision."""
 
 
-KernelTimer = Callable[[F.GraphOp, F.KernelOp, Sequence[F.KernelSchedule], Mapping[str, int]], list[float | None]]
-"""(graph, kernel, schedules, size hints) -> microseconds a launch of the kernel takes under each schedule (None where
-it failed, or its outputs differ from the first schedule's); raises ``NoTimer`` where it cannot time at all."""
+KernelTimer = Callable[[F.GraphOp, F.KernelOp, Sequence[F.KernelSchedule], Mapping[str, int]], list[float | str]]
+"""(graph, kernel, schedules, size hints) -> for each schedule, the microseconds a launch of the kernel takes, or why it
+was not timed (it failed to lower or launch, or its outputs differ from the first schedule's); raises ``NoTimer`` where
+it cannot time at all."""
 
 _kernel_timer: Callable[[], KernelTimer] | None = None
 

@@ -28,21 +28,27 @@ TOLERANCE = 2e-2  # largest difference over the largest magnitude: another k-ord
 
 
 def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.KernelSchedule],
-                   size_hints: Mapping[str, int], device: str | None = None) -> list[float | None]:
-    """µs a launch of ``kernel`` takes under each of ``schedules`` (None: it failed, or its outputs differ from the
-    first's).  ``device`` None: the GPU, ``NoTimer`` without one; ``"cpu"`` runs Triton's interpreter (the
-    checks, for tests: its times say nothing of a GPU's)."""
+                   size_hints: Mapping[str, int], device: str | None = None) -> list[float | str]:
+    """µs a launch of ``kernel`` takes under each of ``schedules``, or why that one was not timed (it failed to lower
+    or launch, or its outputs differ from the first's).  ``device`` None: the GPU, ``NoTimer`` without one;
+    ``"cpu"`` runs Triton's interpreter (the checks, for tests: its times say nothing of a GPU's)."""
     if device is None:
         if not torch.cuda.is_available():
             raise NoTimer("no GPU in this process to time kernels on")
         device = "cuda"
-    hints = dict(size_hints)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # under torch.compile the pipeline runs in AOTAutograd's fake-tensor mode
+        return _time_schedules(kernel, graph, schedules, dict(size_hints), device)
+
+
+def _time_schedules(kernel: F.KernelOp, graph: F.GraphOp, schedules: Sequence[F.KernelSchedule],
+                    hints: dict[str, int], device: str) -> list[float | str]:
     try:  # normal floats scaled as a matmul's operands are
         inputs = random_buffers([tensor_type_of(v) for v in kernel.operands], hints, device, scale=0.1)
     except Exception as e:  # noqa: BLE001 -- an operand it cannot make (a size with no hint): nothing is timed
-        logger.debug("autotune: no inputs for %s (%s: %s)", kernel.sym_name.data, type(e).__name__, e)
-        return [None] * len(schedules)
-    compiled: list[CompiledGraph | None] = []
+        return [f"no inputs at these sizes ({_why(e)})"] * len(schedules)
+    compiled: list[CompiledGraph | str] = []
     for schedule in schedules:
         try:
             one = compile_module(_alone(graph, kernel, schedule), hints, input_checks="alignment")
@@ -50,23 +56,35 @@ def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.K
                 one.compile_ahead(inputs)  # every schedule's compile in the pool at once
             compiled.append(one)
         except Exception as e:  # noqa: BLE001 -- a schedule that cannot be lowered is one not to choose
-            logger.debug("autotune: %s under %s does not lower (%s: %s)", kernel.sym_name.data, schedule, type(e).__name__, e)
-            compiled.append(None)
-    times: list[float | None] = []
+            compiled.append(f"does not lower ({_why(e)})")
+    times: list[float | str] = []
     reference: list[torch.Tensor] | None = None  # the first schedule's outputs: the others must match them
-    for i, (graph_alone, schedule) in enumerate(zip(compiled, schedules, strict=True)):
-        us = None
+    for i, graph_alone in enumerate(compiled):
+        if isinstance(graph_alone, str):
+            times.append(graph_alone)
+            continue
         try:
-            if graph_alone is not None:
-                outputs = graph_alone(inputs)
-                if i == 0:
-                    reference = outputs
-                if reference is not None and _matches(outputs, reference):
-                    us = _time(lambda run=graph_alone: run(inputs), device)
+            outputs = graph_alone(inputs)
+            if i == 0:
+                reference = outputs
+            if reference is None:
+                times.append("not checked: the first schedule did not run")
+            elif not _matches(outputs, reference):
+                times.append("its outputs differ from the first schedule's")
+            else:
+                times.append(_time(lambda run=graph_alone: run(inputs), device))
         except Exception as e:  # noqa: BLE001 -- out of shared memory, say: not chosen
-            logger.debug("autotune: %s under %s failed (%s: %s)", kernel.sym_name.data, schedule, type(e).__name__, e)
-        times.append(us)
+            times.append(f"failed ({_why(e)})")
+    for schedule, t in zip(schedules, times, strict=True):
+        if isinstance(t, str):
+            logger.debug("autotune: %s under %s: %s", kernel.sym_name.data, schedule, t)
     return times
+
+
+def _why(e: Exception) -> str:
+    """An exception in one line, for a remark: its type and its message's first line."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first[:200]}" if first else type(e).__name__
 
 
 def _alone(graph: F.GraphOp, kernel: F.KernelOp, schedule: F.KernelSchedule) -> ModuleOp:
