@@ -39,6 +39,7 @@ import torch
 
 SIZES = {  # name -> (batch, length or image size), realistic but small enough for one GPU call
     "gpt2": (4, 256), "bert": (8, 128), "vit": (16, 224), "resnet": (16, 224), "llama": (4, 256),
+    "convnext": (16, 224),
 }
 
 
@@ -59,6 +60,8 @@ def build(name: str) -> tuple[torch.nn.Module, str]:
     if name == "resnet":
         cfg = T.ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic")
         return T.ResNetModel(cfg), "images"
+    if name == "convnext":  # ConvNeXt-T: depthwise 7x7 convolutions, channels-last LayerNorms and MLPs
+        return T.ConvNextModel(T.ConvNextConfig(drop_path_rate=0.0)), "images"
     if name == "llama":
         cfg = T.LlamaConfig(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, num_key_value_heads=4,
                             intermediate_size=1376, vocab_size=32000, max_position_embeddings=1024)
