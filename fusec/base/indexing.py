@@ -224,10 +224,11 @@ class _Ranges:
     def _fold(self, e: sympy.Expr) -> sympy.Expr:
         # Memoized in ``fold``: expanded index expressions repeat the same floordivs in many terms.
         args = [self.fold(a) for a in e.args]
-        if isinstance(e, FloorDiv):
-            return self.floordiv(sympy.expand(args[0]), args[1])
-        if isinstance(e, sympy.Mod):
-            return self.mod(sympy.expand(args[0]), args[1])
+        if isinstance(e, (FloorDiv, sympy.Mod)):  # digits merged inside too: views composed nest whole indices there
+            dividend = sympy.expand(args[0])
+            if isinstance(dividend, sympy.Add):
+                dividend = sympy.expand(merge_digits(dividend, self))
+            return self.floordiv(dividend, args[1]) if isinstance(e, FloorDiv) else self.mod(dividend, args[1])
         return e.func(*args)
 
     def _split_whole(self, a: sympy.Expr, k: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
@@ -302,20 +303,43 @@ class _Ranges:
 
 def _digit(term: sympy.Expr, ranges: _Ranges) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr, sympy.Expr | None] | None:
     """A term as ``coeff * mod(floordiv(base, div), m)``: (coeff, base, div, m); m None for no mod."""
-    factors = sympy.Mul.make_args(term)
-    cores = [f for f in factors if isinstance(f, (FloorDiv, sympy.Mod)) or f.is_Symbol and f in ranges.upper]
-    if len(cores) != 1:
+    split = _split_core(term, ranges)
+    if split is None or not _is_size(split[1], ranges.upper):
         return None
-    core = cores[0]
-    coeff = sympy.Mul(*[f for f in factors if f is not core])
-    if not _is_size(coeff, ranges.upper):
-        return None
+    core, coeff = split
     m = None
     if isinstance(core, sympy.Mod):
         core, m = core.args
     if isinstance(core, FloorDiv):
         return coeff, core.args[0], core.args[1], m
     return coeff, core, sympy.Integer(1), m
+
+
+def _split_core(term: sympy.Expr, ranges: _Ranges) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """A term as (core, coefficient): its one floordiv, mod or iteration variable and a factor of size symbols."""
+    factors = sympy.Mul.make_args(term)
+    cores = [f for f in factors if isinstance(f, (FloorDiv, sympy.Mod)) or f.is_Symbol and f in ranges.upper]
+    if len(cores) != 1:
+        return None
+    coeff = sympy.Mul(*[f for f in factors if f is not cores[0]])
+    if coeff.free_symbols & set(ranges.upper) or coeff.has(FloorDiv, sympy.Mod):
+        return None
+    return cores[0], coeff
+
+
+def _by_core(terms: list[sympy.Expr], ranges: _Ranges) -> list[sympy.Expr]:
+    """Terms of one core gathered into one: expansion splits ``(2*d0 - 1)*mod(x, m)`` into ``2*d0*mod(x, m)`` and
+    ``-mod(x, m)``, whose coefficients alone are no digit's (a digit of a symbolic base stayed unmerged, and
+    composing such views made each index six times the size of the last)."""
+    gathered: dict[sympy.Expr, list[sympy.Expr]] = {}
+    rest = []
+    for t in terms:
+        split = _split_core(t, ranges)
+        if split is None:
+            rest.append(t)
+        else:
+            gathered.setdefault(split[0], []).append(split[1])
+    return rest + [(c[0] if len(c) == 1 else sympy.factor(sympy.Add(*c))) * core for core, c in gathered.items()]
 
 
 def _same(a: sympy.Expr, b: sympy.Expr) -> bool:
@@ -329,7 +353,7 @@ def _build(coeff, base, div, m) -> sympy.Expr:
 
 def merge_digits(e: sympy.Expr, ranges: _Ranges) -> sympy.Expr:
     """Merge adjacent digits of one base: c*mod(floordiv(b, a), m) + c*m*mod(floordiv(b, a*m), n) -> c*mod(floordiv(b, a), m*n)."""
-    terms = list(sympy.Add.make_args(e))
+    terms = _by_core(list(sympy.Add.make_args(e)), ranges)
     changed = True
     while changed:
         changed = False
