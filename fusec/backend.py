@@ -286,6 +286,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     name = graph_name(kind)
     dump = options.dump_dir / name if options.dump_dir is not None else None
     started = time.perf_counter()
+    caller_log = remarks.current()  # a ``remarks.collect()`` around the torch.compile'd call: told this graph's remarks
     with remarks.collect() as import_log:
         import_log.remarks.extend(traced_remarks)
         if options.overlap_collectives:
@@ -301,6 +302,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         fx_key = _fx_key(gm, example_inputs, kind, spec, checks, aligned) if cacheable else None
         warm_import = _warm_import(fx_key, gm, example_inputs, name, options) if fx_key is not None else None
         if warm_import is not None:
+            _tell_caller(caller_log, [_cache_hit(name)])
             executor, info, requests = warm_import
             if requests is not None and info.device.type == "cuda":
                 executor.compile_known(requests)
@@ -310,6 +312,8 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
         try:
             module, info = import_graph(gm, example_inputs, name, guard_sizes=kind != "backward")
         except UnsupportedGraph as e:
+            remarks.emit("backend", "graph-runs-with-torch", f"not compiled: {e}", name)
+            _tell_caller(caller_log, import_log.remarks)
             return _eager(gm, name, str(e), dump)
     timings = {"import": time.perf_counter() - started}
     saved_from = _saved_outputs_from(info, kind) if options.execute == "triton" else None
@@ -326,6 +330,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     trace.artifact(name, "imported_ir", lambda: module_text_with_locations(module))
     warm = _warm_start(module, info, spec, checks, options) if cacheable else None
     if warm is not None and warm[1] is not None:
+        _tell_caller(caller_log, [_cache_hit(name)])
         _compile_ahead(warm[1], example_inputs, info, skip_cached=True)
         if fx_key is not None:
             graph_cache.store_imported(fx_key, warm[1].launcher, info, warm[1].requests)
@@ -339,6 +344,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence, *, kind: 
     pipeline_log = run_pipeline(make_context(), module, spec, dump_dir=dump)
     timings["passes"] = time.perf_counter() - started
     log = remarks.RemarkLog(import_log.remarks + pipeline_log.remarks)
+    _tell_caller(caller_log, log.remarks)
     trace.graph_compiled(name, lambda: module_text_with_locations(module), log)
     if dump is not None:  # the pipeline wrote its own remarks; these add the importer's
         (dump / "remarks.txt").write_text(log.text())
@@ -540,6 +546,18 @@ def _fx_key(gm: torch.fx.GraphModule, example_inputs: Sequence, kind: str, spec:
     returns = tracing.fw_metadata.num_forward_returns if tracing is not None and tracing.fw_metadata is not None else None
     strides = tracing is not None and tracing.output_strides is not None
     return graph_cache.fx_graph_key(signature, spec, checks, f"{kind} returns={returns} strides={strides} aligned={aligned}")
+
+
+def _tell_caller(caller_log: remarks.RemarkLog | None, graph_remarks: list[remarks.Remark]) -> None:
+    """A graph's remarks, added to the log of a ``remarks.collect()`` around the torch.compile'd call, if any (the
+    backend's own collections are nested inside it and would hide them)."""
+    if caller_log is not None:
+        caller_log.remarks.extend(graph_remarks)
+
+
+def _cache_hit(name: str) -> remarks.Remark:
+    return remarks.Remark("backend", "graph-cache-hit", "compiled by an earlier process and loaded from fusec's cache: "
+                          "the passes did not run here (their remarks are that compile's; FUSEC_CACHE_DIR)", (name,), {})
 
 
 def _warm_import(key: str, gm: torch.fx.GraphModule, example_inputs: Sequence, name: str, options: BackendOptions):

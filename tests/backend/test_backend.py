@@ -157,6 +157,24 @@ def test_extern_fallback_runs_and_is_remarked(tmp_path):
     assert "importer: extern-fallback: aten.cumsum.default" in (folder / "remarks.txt").read_text()
 
 
+def test_a_remark_collection_around_the_call_gets_every_graphs_remarks():
+    """``remarks.collect()`` around a torch.compile'd call: the backend's own collections sit inside it, and once
+    kept the importer's and the passes' remarks to themselves (the caller's log stayed empty)."""
+    from fusec.base import remarks
+
+    fn = lambda x: torch.cumsum(x, 1).relu() + x.sum(1, keepdim=True)  # noqa: E731
+    x = randn(3, 7)
+    with remarks.collect() as log:
+        torch.testing.assert_close(compiled(fn, "triton")(x), fn(x))
+    by_pass = {r.pass_name for r in log.remarks}
+    assert "importer" in by_pass and "reuse-buffers" in by_pass, by_pass
+    assert any(r.code == "extern-fallback" and "aten.cumsum.default" in r.message for r in log.remarks)
+    with remarks.collect() as view_log, pytest.warns(UserWarning, match="runs with torch"):  # a graph left to torch
+        compiled(lambda z: torch.view_as_real(z * 2), "interpret")(torch.randn(3, dtype=torch.complex64))
+    (why,) = [r for r in view_log.remarks if r.code == "graph-runs-with-torch"]
+    assert "complex64" in why.message
+
+
 def test_graph_the_ir_cannot_express_runs_eagerly_with_a_warning():
     fn = lambda x: torch.view_as_real(x * 2)  # noqa: E731
     x = torch.randn(3, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))

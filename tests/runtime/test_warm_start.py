@@ -6,6 +6,7 @@ import torch.nn as nn
 
 import fusec.backend
 import fusec.pipeline
+from fusec.base import remarks
 from fusec.frontend.fx_signature import fx_signature
 from fusec.runtime import graph_cache
 
@@ -50,14 +51,18 @@ def test_a_second_compile_of_the_same_graph_skips_the_import_and_the_pipeline(ca
     x = torch.randn(5, 12, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         want = model(x)
-        torch.testing.assert_close(torch.compile(model, backend="fusec")(x), want)
+        with remarks.collect() as cold:
+            torch.testing.assert_close(torch.compile(model, backend="fusec")(x), want)
         by_ir, by_fx = entries(cache)
         assert len(by_ir) == len(by_fx) == 1
         torch._dynamo.reset()
         monkeypatch.setattr(fusec.pipeline, "run_pipeline", no_pipeline)
         monkeypatch.setattr(fusec.backend, "import_graph", no_import)
-        torch.testing.assert_close(torch.compile(model, backend="fusec")(x), want)
+        with remarks.collect() as warm:
+            torch.testing.assert_close(torch.compile(model, backend="fusec")(x), want)
     assert entries(cache) == (by_ir, by_fx)
+    assert any(r.pass_name == "reuse-buffers" for r in cold.remarks)
+    assert [r.code for r in warm.remarks] == ["graph-cache-hit"]  # the passes did not run: a remark says so
 
 
 @pytest.mark.slow
