@@ -39,7 +39,7 @@ import torch
 
 SIZES = {  # name -> (batch, length or image size), realistic but small enough for one GPU call
     "gpt2": (4, 256), "bert": (8, 128), "vit": (16, 224), "resnet": (16, 224), "llama": (4, 256),
-    "convnext": (16, 224),
+    "convnext": (16, 224), "beit": (16, 224),
 }
 
 
@@ -62,6 +62,10 @@ def build(name: str) -> tuple[torch.nn.Module, str]:
         return T.ResNetModel(cfg), "images"
     if name == "convnext":  # ConvNeXt-T: depthwise 7x7 convolutions, channels-last LayerNorms and MLPs
         return T.ConvNextModel(T.ConvNextConfig(drop_path_rate=0.0)), "images"
+    if name == "beit":  # relative-position bias: a gather of a table by computed indices, in every layer
+        cfg = T.BeitConfig(num_hidden_layers=4, use_relative_position_bias=True, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0, drop_path_rate=0.0)
+        return T.BeitModel(cfg), "images"
     if name == "llama":
         cfg = T.LlamaConfig(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, num_key_value_heads=4,
                             intermediate_size=1376, vocab_size=32000, max_position_embeddings=1024)
