@@ -92,9 +92,10 @@ def allocations(graph: F.GraphOp) -> list[Allocation]:
 
 def _new_storages(op: Operation, in_place: dict[SSAValue, int]) -> list[OpResult]:
     """The storages a top-level op makes: its kernels' results (but those stored into inputs), or an extern's
-    new tensors."""
+    new tensors -- on the graph's device: an extern the importer marked as computing elsewhere (``fusec.device``:
+    a CPU factory op beside GPU kernels) makes storage no kernel can write."""
     if isinstance(op, F.ExternOp):
-        return list(op.results) if _fresh_tensors(op) else []
+        return list(op.results) if F.DEVICE_MARK not in op.attributes and _fresh_tensors(op) else []
     kernels = op.kernels if isinstance(op, F.ComboOp) else [op] if isinstance(op, F.KernelOp) else []
     return [r for k in kernels for r in k.results if r not in in_place]
 

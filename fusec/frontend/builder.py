@@ -284,6 +284,9 @@ class GraphBuilder:
                 positions.append(i)
         name = target_name(target)
         op = self.emit(F.ExternOp(name, operands, args, types, kwargs, positions))
+        elsewhere = {e.device.type for e in F.flat_returns(self.meta) if isinstance(e, torch.Tensor)} - {self.device.type}
+        if elsewhere:  # a CPU factory op beside GPU kernels: its results' storage is no kernel's to take
+            op.attributes[F.DEVICE_MARK] = StringAttr(",".join(sorted(elsewhere)))
         if reason is not None:
             self.externs.append(name)
             remarks.emit("importer", "extern-fallback", f"{name} runs as a torch call: {reason}", f"{node.name}")

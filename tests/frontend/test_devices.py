@@ -33,6 +33,32 @@ def test_cpu_results_beside_gpu_tensors_run_as_torch_calls_on_the_cpu():
     assert [op.kind.data for op in module.walk() if isinstance(op, F.ReduceOp)] == ["sum"]
 
 
+def with_a_dead_cpu_scalar(x):
+    return x * 2 + 1, torch.full((2, 2), 3.0) * torch.tensor(2.0), x.sum()
+
+
+def test_no_gpu_kernel_writes_into_the_storage_of_a_cpu_result():
+    """The CPU scalar ``torch.tensor(2.0)`` is dead after its multiply, and is a [] f32 as ``x.sum()`` is:
+    reuse-buffers once gave the sum kernel its storage, a CPU pointer a GPU kernel cannot write (Triton: "Pointer
+    argument cannot be accessed from Triton (cpu tensor?)").  Externs computing off the graph's device are
+    marked in the IR, and their storage is no kernel's."""
+    from fusec.pipeline import default_pipeline_spec, run_pipeline
+    from fusec.registry import make_context
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(5, 4, device="cuda")
+    gm = make_fx(with_a_dead_cpu_scalar, tracing_mode="fake")(x)
+    module, info = import_graph(gm, [x])
+    marked = {op.target.data: op.attributes.get(F.DEVICE_MARK) for op in module.walk() if isinstance(op, F.ExternOp)}
+    assert marked and all(m is not None and m.data == "cpu" for m in marked.values()), marked
+    run_pipeline(make_context(), module, default_pipeline_spec())
+    off_device = [op for op in module.walk() if isinstance(op, F.ExternOp)]
+    assert all("fusec.storage" not in op.attributes for op in off_device)
+    kernel_storages = [op.attributes["fusec.storage"] for op in module.walk()
+                       if isinstance(op, F.KernelOp) and "fusec.storage" in op.attributes]
+    assert len(kernel_storages) == 2
+
+
 def scaled(x):
     # a CPU scalar from a size, as torch 2.11 traces q.shape[-1] ** -0.5 under dynamic=True
     return x * torch.scalar_tensor(x.shape[-1], dtype=torch.float64).pow(-0.5).to(torch.float32)
