@@ -26,6 +26,25 @@ def positive(*shape, seed=0):
     return randn(*shape, seed=seed).abs() + 0.1
 
 
+def relative_position_index(wh: int, ww: int) -> torch.Tensor:
+    """BEiT's relative-position index, as transformers builds it every call: on the CPU, with in-place writes."""
+    grid = torch.stack(torch.meshgrid(torch.arange(wh), torch.arange(ww), indexing="ij")).flatten(1)
+    rel = (grid[:, :, None] - grid[:, None, :]).permute(1, 2, 0).contiguous()
+    rel[:, :, 0] += wh - 1
+    rel[:, :, 1] += ww - 1
+    rel[:, :, 0] *= 2 * ww - 1
+    index = torch.zeros(size=(wh * ww + 1,) * 2, dtype=rel.dtype)
+    index[1:, 1:] = rel.sum(-1)
+    index[0, 0:] = torch.tensor((2 * wh - 1) * (2 * ww - 1))  # a lifted constant (Dynamo makes ints such too)
+    index[0:, 0] = (2 * wh - 1) * (2 * ww - 1) + 1
+    return index
+
+
+def relative_position_bias(table):
+    index = relative_position_index(3, 4)
+    return torch.ops.aten.index.Tensor(table, [index.view(-1).to(table.device)]).view(13, 13, -1).permute(2, 0, 1) * 2
+
+
 X = lambda: (randn(4, 6),)  # noqa: E731
 XY = lambda: (randn(4, 6), randn(4, 6, seed=1))  # noqa: E731
 

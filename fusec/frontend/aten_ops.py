@@ -17,6 +17,7 @@ input's layout, so that a view of a graph input describes its real memory.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -116,7 +117,7 @@ def lower_call(imp: GraphBuilder, node: torch.fx.Node):
     for op in reversed(_ops_after(imp, before)):
         op.detach()
         op.erase(safe_erase=False)
-    return imp.extern(reason=reason)
+    return imp.extern(reason=reason, on_device=computed_on_device(imp, node))
 
 
 def _collective(imp: GraphBuilder, node: torch.fx.Node):
@@ -141,75 +142,114 @@ def _collective(imp: GraphBuilder, node: torch.fx.Node):
 def _device_elsewhere(imp: GraphBuilder, node: torch.fx.Node) -> torch.device | None:
     """The device of the op's tensors when it is not the graph's (where its kernels would run), else None.
 
-    A CPU scalar that ``scalar_for_device`` finds (computed from numbers and sizes, read only by ops on the graph's
-    device) is computed on the graph's device, and its readers read it there.
+    A CPU tensor that ``computed_on_device`` finds (computed from numbers and sizes, read only by ops on the
+    graph's device) is computed on the graph's device, and its readers read it there.
     """
-    if scalar_for_device(imp, node):
+    if computed_on_device(imp, node):
         return None
     # Lifted constants (get_attr) are exempt: they are passed on whichever device their readers run.
     metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes
-                                      if a.op != "get_attr" and not scalar_for_device(imp, a)]
+                                      if a.op != "get_attr" and not computed_on_device(imp, a)]
     for m in F.flat_returns(metas):
         if isinstance(m, torch.Tensor) and m.device.type != imp.device.type:
             return m.device
     return None
 
 
-# Ops of a CPU scalar chain that are as cheap on the graph's device (each has a native form).
-_SCALAR_OPS = {"scalar_tensor", "_to_copy", "convert_element_type", "clone", "pow", "mul", "div", "add", "sub", "neg",
-               "reciprocal", "sqrt", "rsqrt", "exp", "log"}
+# Ops of a CPU chain computed from numbers and sizes that are as cheap on the graph's device: factories, views,
+# index arithmetic and the functional forms of in-place writes (each has a native form; one that declines runs as a
+# torch call on the graph's device).
+_HOST_OPS = {
+    "scalar_tensor", "_to_copy", "convert_element_type", "clone", "lift_fresh_copy", "copy", "alias",
+    "pow", "mul", "div", "add", "sub", "neg", "reciprocal", "sqrt", "rsqrt", "exp", "log", "abs", "remainder",
+    "floor_divide", "minimum", "maximum", "clamp", "where", "index", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+    "logical_or", "logical_not", "bitwise_not", "bitwise_and", "bitwise_or", "sum",
+    "arange", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "fill",
+    "view", "_unsafe_view", "reshape", "expand", "unsqueeze", "squeeze", "permute", "select", "slice", "cat", "stack",
+    "view_copy", "permute_copy", "select_copy", "slice_copy", "expand_copy", "unsqueeze_copy", "squeeze_copy",
+    "slice_scatter", "select_scatter",
+}
+
+
+def _on_cpu(meta) -> bool:
+    tensors = [m for m in F.flat_returns([meta]) if isinstance(m, torch.Tensor)]
+    return bool(tensors) and all(m.device.type == "cpu" for m in tensors)
 
 
 def _cpu_scalar(meta) -> bool:
     return isinstance(meta, torch.Tensor) and meta.device.type == "cpu" and meta.dim() == 0
 
 
-def scalar_for_device(imp: GraphBuilder, node: torch.fx.Node) -> bool:
-    """Whether ``node`` computes a CPU scalar (a 0-d tensor) from numbers, sizes and other such scalars only, read
-    only by ops whose results are on the graph's device (directly or through other such scalars).
+def computed_on_device(imp: GraphBuilder, node: torch.fx.Node) -> bool:
+    """Whether ``node`` computes a CPU tensor from numbers, sizes and other such tensors only, read only by ops whose
+    results are on the graph's device (directly or through other such tensors).
 
-    Eager computes it on the CPU, but its readers take a CPU scalar operand as a number, so where it is computed
-    does not show: torch 2.11 traces ``q.shape[-1] ** -0.5`` under ``dynamic=True`` as ``scalar_tensor``, ``pow``
-    and ``convert_element_type`` on the CPU, and the attention scores' ``mul`` by it is a GPU op.  Computed on the
-    device, the chain folds into the kernels that read it; one a graph output or a CPU op reads stays on the CPU.
-    A CPU scalar *argument* read that way (an optimizer's step count kept on the CPU) is copied to the device at the
-    start of the call (one 4-byte copy, not a synchronisation) and read there.
+    Eager computes it on the CPU, but nothing shows where it was computed but its readers, which run on the device:
+    torch 2.11 traces ``q.shape[-1] ** -0.5`` under ``dynamic=True`` as ``scalar_tensor``, ``pow`` and
+    ``convert_element_type`` on the CPU, and the attention scores' ``mul`` by it is a GPU op; BEiT builds its
+    relative-position index with ``arange``, ``meshgrid`` and in-place writes on the CPU every call (~45 torch calls
+    on the CPU a layer, 3x eager's time a call on an H200, before a GPU gather reads it).  Computed on the device,
+    the chain folds into the kernels that read it; one a graph output or a CPU op reads stays on the CPU, and so does
+    all it reads.  A lifted CPU constant only such ops read moves to the device with them (once); a CPU scalar
+    *argument* read that way (an optimizer's step count kept on the CPU) is copied to the device at the start of the
+    call (one 4-byte copy, not a synchronisation); a larger CPU argument keeps its chain on the CPU.
     """
     if imp.device.type == "cpu":
         return False
-    memo = imp.scalars_on_device
-    if node not in memo:
-        memo[node] = False  # a cycle cannot occur in a DAG; this only guards the recursion
-        if node.op == "placeholder":  # a CPU scalar argument (an optimizer's step count): copied to the device
-            memo[node] = _cpu_scalar(node.meta.get("val")) and _read_on_device(imp, node)
-        else:
-            memo[node] = _is_scalar_op(node) and all(
-                not isinstance(a.meta.get("val"), torch.Tensor) or scalar_for_device(imp, a)
-                for a in node.all_input_nodes) and _read_on_device(imp, node)
-    return memo[node]
+    if imp.values_on_device is None:  # one analysis of the whole graph, at its first question
+        imp.values_on_device = _on_device(node.graph, imp.device)
+    return node in imp.values_on_device
 
 
-def _is_scalar_op(node: torch.fx.Node) -> bool:
+def _on_device(graph: torch.fx.Graph, device: torch.device) -> set[torch.fx.Node]:
+    """``computed_on_device``'s nodes, for a whole graph: the CPU values that could be computed from the device's
+    values alone (a forward pass), less those something on the CPU or the graph's output reads (a backward pass),
+    until neither pass drops one (dropping a value drops what it feeds, and may drop what feeds it)."""
+    nodes = list(graph.nodes)
+    chosen: set[torch.fx.Node] = set()
+    for n in nodes:
+        if _could_move(n, chosen):
+            chosen.add(n)
+    changed = True
+    while changed:
+        changed = False
+        for n in reversed(nodes):
+            if n in chosen and not all(u in chosen or _reads_on(u, device) for u in n.users):
+                chosen.discard(n)
+                changed = True
+        for n in nodes:
+            if n in chosen and not _could_move(n, chosen):
+                chosen.discard(n)
+                changed = True
+    return chosen
+
+
+def _could_move(node: torch.fx.Node, chosen: set[torch.fx.Node]) -> bool:
+    """Whether ``node`` is a CPU value that could be computed on the device, given ``chosen`` are."""
+    if node.op == "placeholder":  # a CPU scalar argument: copied to the device at the call's start
+        return _cpu_scalar(node.meta.get("val"))
+    if node.op == "get_attr":  # a lifted CPU constant (torch.tensor(35) in an in-place write): moved once
+        owner = node.graph.owning_module
+        value = getattr(owner, str(node.target), None) if owner is not None else None
+        return isinstance(value, torch.Tensor) and value.device.type == "cpu"
+    if node.op == "call_function" and node.target is operator.getitem:  # one result of a moved op
+        return isinstance(node.args[0], torch.fx.Node) and node.args[0] in chosen
+    return _is_host_op(node) and all(a in chosen for a in node.all_input_nodes
+                                     if isinstance(a.meta.get("val"), torch.Tensor) or a.op == "get_attr")
+
+
+def _is_host_op(node: torch.fx.Node) -> bool:
     return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-            and node.target._opname in _SCALAR_OPS and _cpu_scalar(node.meta.get("val")))
+            and node.target._opname in _HOST_OPS and _on_cpu(node.meta.get("val")))
 
 
-def _read_on_device(imp: GraphBuilder, node: torch.fx.Node) -> bool:
-    frontier, seen = list(node.users), set()
-    while frontier:
-        user = frontier.pop()
-        if user in seen:
-            continue
-        seen.add(user)
-        if user.op != "call_function":  # the graph's output: eager returns it on the CPU
-            return False
-        outs = [m for m in F.flat_returns([user.meta.get("val")]) if isinstance(m, torch.Tensor)]
-        if outs and all(m.device.type == imp.device.type for m in outs):
-            continue  # reads it as a scalar operand
-        if not _is_scalar_op(user):
-            return False
-        frontier += list(user.users)
-    return True
+def _reads_on(user: torch.fx.Node, device: torch.device) -> bool:
+    """Whether ``user`` is an op whose results are all on ``device`` (it reads a CPU scalar as a number, a CPU
+    index as its device copy)."""
+    if user.op != "call_function" or user.target is operator.getitem:
+        return False
+    outs = [m for m in F.flat_returns([user.meta.get("val")]) if isinstance(m, torch.Tensor)]
+    return bool(outs) and all(m.device.type == device.type for m in outs)
 
 
 def _check_computable(node: torch.fx.Node) -> None:

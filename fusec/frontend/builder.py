@@ -123,7 +123,7 @@ class GraphBuilder:
         self.shape_env = None
         self.device = torch.device("cpu")
         self.derived: Callable[[sympy.Expr], sympy.Expr] | None = None  # names compound sizes (derived_sizes)
-        self.scalars_on_device: dict[torch.fx.Node, bool] = {}  # CPU scalars computed on the device (aten_ops)
+        self.values_on_device: set[torch.fx.Node] | None = None  # CPU values computed on the device (aten_ops)
 
     def at(self, node: torch.fx.Node) -> None:
         self.node = node
@@ -255,8 +255,9 @@ class GraphBuilder:
 
     # ---- the fallback
 
-    def extern(self, reason: str | None = None):
-        """The current node as a torch call at run time; ``reason`` (when given) becomes a remark.
+    def extern(self, reason: str | None = None, on_device: bool = False):
+        """The current node as a torch call at run time; ``reason`` (when given) becomes a remark.  ``on_device``:
+        a CPU op computed on the graph's device (``aten_ops.computed_on_device``): a ``device`` argument names it.
 
         Its arguments become data (``fusec.extern``'s syntax): tensors operands,
         sizes expressions, the rest literals.  Its return value may mix tensors
@@ -275,7 +276,7 @@ class GraphBuilder:
             return extern_argument(v, operands, self.device, f"FX node {node.name}: cannot pass {v!r} ({type(v).__name__}) to {target}")
 
         args = [arg(self.value(a)) for a in node.args]
-        kwargs = {k: arg(self.value(v)) for k, v in node.kwargs.items()}
+        kwargs = {k: arg(self.device if on_device and k == "device" else self.value(v)) for k, v in node.kwargs.items()}
         types: list[F.TensorType] = []
         positions: list[int] = []
         for i, e in enumerate(F.flat_returns(self.meta)):
@@ -285,7 +286,7 @@ class GraphBuilder:
         name = target_name(target)
         op = self.emit(F.ExternOp(name, operands, args, types, kwargs, positions))
         elsewhere = {e.device.type for e in F.flat_returns(self.meta) if isinstance(e, torch.Tensor)} - {self.device.type}
-        if elsewhere:  # a CPU factory op beside GPU kernels: its results' storage is no kernel's to take
+        if elsewhere and not on_device:  # a CPU factory op beside GPU kernels: its results' storage is no kernel's to take
             op.attributes[F.DEVICE_MARK] = StringAttr(",".join(sorted(elsewhere)))
         if reason is not None:
             self.externs.append(name)

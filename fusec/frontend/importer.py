@@ -37,7 +37,7 @@ from fusec.base import shapes
 from fusec.dialects import fusec as F
 from fusec.dialects.attributes import stating_size_facts, tensor_type_of
 from fusec.frontend import index_guards
-from fusec.frontend.aten_ops import lower_call, scalar_for_device
+from fusec.frontend.aten_ops import computed_on_device, lower_call
 from fusec.frontend.builder import GraphBuilder, SymFloat, UnsupportedGraph, element_type, node_location
 from fusec.frontend.derived_sizes import DerivedSizes
 from fusec.frontend.derived_sizes import bounds as derived_bounds
@@ -294,6 +294,7 @@ class GraphImporter(GraphBuilder):
         self._placeholders: list[torch.fx.Node] = []
         self.constants: list[torch.Tensor] = []
         self.constants_stay: list[bool] = []
+        self._constant_nodes: list[torch.fx.Node] = []
         self._laid_out_outputs: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
         self._copies: list[tuple[torch.fx.Node, object]] = []  # (input written, value): ``copy_`` nodes
 
@@ -325,6 +326,7 @@ class GraphImporter(GraphBuilder):
                     mutations = self._mutations(outputs)
                 elif node.op != "placeholder":
                     raise UnsupportedGraph(f"FX node {node.name}: '{node.op}' nodes are not aten graphs (run AOTAutograd first)")
+        self._check_devices()
         output_op = F.OutputOp(outputs)
         output_op.location = self._location
         self.block.add_op(output_op)
@@ -372,7 +374,7 @@ class GraphImporter(GraphBuilder):
             arg = self.block.insert_arg(self.type_of(val, layout=True), len(self.block.args))
             self.slots.append(InputSlot("tensor", len(self.block.args) - 1))
             self.values[node] = arg
-            if scalar_for_device(self, node):  # a CPU scalar (an optimizer's step) only device ops read: copied there
+            if computed_on_device(self, node):  # a CPU scalar (an optimizer's step) only device ops read: copied there
                 self.values[node] = self.emit_value(F.ExternOp(
                     "aten._to_copy.default", [arg], None, [arg.type],
                     {"device": F.TorchConstAttr(F.GRAPH_DEVICE), "non_blocking": F.NumberAttr(True)}))
@@ -384,6 +386,18 @@ class GraphImporter(GraphBuilder):
             self.slots.append(InputSlot("unused"))
             self.values[node] = val
 
+    def _check_devices(self) -> None:
+        """No native op reads a value that stays off the graph's device (a CPU torch call's result, a CPU constant
+        kept there): its kernel would be handed a CPU pointer.  Such a graph runs with torch instead (a warning
+        says so) -- a placement bug, not a crash at the first call."""
+        elsewhere: set[object] = {r for op in self.block.ops if isinstance(op, F.ExternOp)
+                                  and F.DEVICE_MARK in op.attributes for r in op.results}
+        elsewhere |= {self.values[n] for n, stay in zip(self._constant_nodes, self.constants_stay, strict=True) if stay}
+        for op in self.block.ops:
+            if not isinstance(op, F.ExternOp) and any(v in elsewhere for v in op.operands):
+                raise UnsupportedGraph(f"{op.name} would read a value that stays off {self.device} (a CPU torch call's "
+                                       f"result or constant): fusec's device placement has no form for this graph")
+
     def _get_attr(self, node: torch.fx.Node) -> None:
         assert isinstance(node.target, str), "a get_attr node's target is the attribute's name"
         obj = getattr(self.gm, node.target)
@@ -391,10 +405,13 @@ class GraphImporter(GraphBuilder):
             raise UnsupportedGraph(f"FX node {node.name}: attribute {node.target} is a {type(obj).__name__}, not a tensor")
         # A constant tensor (a lifted torch.tensor([...])) becomes one more graph input.
         self.constants.append(obj)
-        # A CPU constant read only by ops eager computes on the CPU stays there (they run as torch calls).
+        self._constant_nodes.append(node)
+        # A CPU constant read only by ops eager computes on the CPU stays there (they run as torch calls), unless
+        # those ops are computed on the device (aten_ops.computed_on_device): then it is moved there once.
         users = [u.meta.get("val") for u in node.users]
         self.constants_stay.append(obj.device.type != self.device.type and bool(users) and all(
-            isinstance(u, torch.Tensor) and u.device == obj.device for u in users))
+            isinstance(u, torch.Tensor) and u.device == obj.device for u in users)
+            and not computed_on_device(self, node))
         self.values[node] = self.block.insert_arg(self.type_of(obj, layout=True), len(self.block.args))
 
     def _call(self, node: torch.fx.Node) -> None:

@@ -204,6 +204,17 @@ def test_outputs_made_only_from_cpu_values_stay_on_the_cpu(_, dynamic):
         compile_and_compare(fn, x, n, dynamic=dynamic)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_an_index_built_on_the_cpu_for_a_gather_on_the_device(device, dynamic):
+    """BEiT's relative-position index, built from sizes on the CPU with in-place writes every call, gathers from a
+    table on the graph's device: on a GPU it is computed there (tests/frontend/test_devices.py), eager's values."""
+    from corpus import relative_position_bias
+
+    table = torch.randn(38, 4, generator=torch.Generator().manual_seed(3)).to(device)
+    compile_and_compare(relative_position_bias, table, dynamic=dynamic)
+
+
 @pytest.mark.parametrize("_", [pytest.param(None, marks=ON_GPU)], ids=["cuda"])
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_a_cpu_scalar_read_only_on_the_gpu_is_computed_there(_, dynamic, tmp_path):

@@ -3,6 +3,7 @@ torch calls there.  Traced with fake CUDA tensors, so it runs without a GPU; the
 tests/backend/test_semantics.py."""
 
 import torch
+from corpus import relative_position_bias
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -57,6 +58,40 @@ def test_no_gpu_kernel_writes_into_the_storage_of_a_cpu_result():
     kernel_storages = [op.attributes["fusec.storage"] for op in module.walk()
                        if isinstance(op, F.KernelOp) and "fusec.storage" in op.attributes]
     assert len(kernel_storages) == 2
+
+
+def test_a_cpu_tensor_built_from_sizes_for_a_gpu_gather_is_computed_on_the_gpu():
+    """180 torch calls on the CPU a BEiT layer (4 ms a call on an H200, 3x eager's time), then a copy to the GPU: the
+    index depends on sizes only and only a GPU gather reads it, so it is computed there, by kernels."""
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        table = torch.empty(38, 4, device="cuda")
+    traced = torch.func.functionalize(relative_position_bias, remove="mutations")
+    gm = make_fx(traced, tracing_mode="fake", decomposition_table=fusec_decompositions())(table)
+    assert sum(n.op == "call_function" for n in gm.graph.nodes) > 40  # the CPU chain eager runs
+    with remarks.collect() as log:
+        module, info = import_graph(gm, [table])
+    assert not [r for r in log.remarks if r.code == "extern-device"]
+    externs = [op for op in module.walk() if isinstance(op, F.ExternOp)]
+    assert [op.target.data for op in externs] == ["aten._to_copy.default"]  # the copy to the device, of a device value
+    assert F.DEVICE_MARK not in externs[0].attributes
+    assert sum(isinstance(op, F.PointwiseOp) for op in module.walk()) > 20  # the index arithmetic, natively
+    assert info.constants and not any(info.constants_stay)  # the lifted constant moves to the device with its readers
+
+
+def test_a_cpu_chain_something_on_the_cpu_reads_stays_there_with_all_it_reads():
+    """A value the graph returns (eager returns it on the CPU) keeps its whole chain on the CPU, and so does a
+    constant it reads: a native op never reads a CPU value, and a torch call on the CPU never a device one."""
+    def fn(table):
+        index = torch.arange(4) * torch.tensor(3)
+        return torch.ops.aten.index.Tensor(table, [index.to(table.device)]) * 2, index + 1
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        table = torch.empty(12, 4, device="cuda")
+    gm = make_fx(torch.func.functionalize(fn, remove="mutations"), tracing_mode="fake")(table)
+    module, info = import_graph(gm, [table])
+    on_cpu = {op.target.data for op in module.walk() if isinstance(op, F.ExternOp) and F.DEVICE_MARK in op.attributes}
+    assert {"aten.arange.default", "aten.mul.Tensor", "aten.add.Tensor"} <= on_cpu, on_cpu
+    assert info.constants_stay == (True,)
 
 
 def scaled(x):
@@ -119,3 +154,21 @@ def test_a_cpu_scalar_argument_the_graph_also_returns_work_of_stays_on_the_cpu()
     gm = make_fx(step_returned, tracing_mode="fake", decomposition_table=fusec_decompositions())(x, step)
     module, _ = import_graph(gm, [x, step])
     assert "aten._to_copy.default" not in [op.target.data for op in module.walk() if isinstance(op, F.ExternOp)]
+
+
+def test_a_native_op_reading_a_value_left_on_the_cpu_is_refused_at_import(monkeypatch):
+    """The safety net under placement: were a CPU constant kept on the CPU while the ops reading it moved to the
+    device (this session's first try, whose GPU kernel was handed a CPU pointer), the graph is refused at import --
+    the backend runs it with torch, with a warning -- instead of crashing at its first call."""
+    import pytest
+
+    import fusec.frontend.importer as importer
+    from fusec.frontend.builder import UnsupportedGraph
+
+    monkeypatch.setattr(importer, "computed_on_device", lambda imp, node: False)  # constants stay on the CPU
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        table = torch.empty(38, 4, device="cuda")
+    traced = torch.func.functionalize(relative_position_bias, remove="mutations")
+    gm = make_fx(traced, tracing_mode="fake", decomposition_table=fusec_decompositions())(table)
+    with pytest.raises(UnsupportedGraph, match="would read a value that stays off cuda"):
+        import_graph(gm, [table])
