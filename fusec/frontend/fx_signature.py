@@ -11,6 +11,7 @@ opaque object, a node without a traced value) has no signature: it is imported a
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 
@@ -46,15 +47,26 @@ def fx_signature(gm: torch.fx.GraphModule, example_inputs: Sequence) -> str | No
 
 def _value(v) -> str:
     if isinstance(v, torch.Tensor):
-        return (f"T({','.join(map(str, v.shape))};{','.join(map(str, v.stride()))};{v.storage_offset()};"
+        return (f"T({','.join(map(_size, v.shape))};{','.join(map(_size, v.stride()))};{_size(v.storage_offset())};"
                 f"{v.dtype};{v.layout};{v.device})")
     if isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return f"S({v.node.expr})"
+        return f"S({_text(v.node.expr)})"
     if v is None or isinstance(v, bool | int | float | str | torch.dtype | torch.device | torch.memory_format):
         return repr(v)
     if isinstance(v, list | tuple):
         return "(" + ",".join(_value(x) for x in v) + ")"
     raise _Unsigned(type(v).__name__)
+
+
+def _size(n) -> str:
+    return _text(n.node.expr) if isinstance(n, torch.SymInt) else str(n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(e: sympy.Basic) -> str:
+    """``str`` of a size expression, once per expression: a graph's tensors repeat a few sizes and strides, and
+    printing a large one takes milliseconds (Swin's window-padding sizes under dynamic=True: 4.6 s of signatures)."""
+    return str(e)
 
 
 def _shape_env(env) -> str:
@@ -65,6 +77,6 @@ def _shape_env(env) -> str:
     return "\n".join([
         "ranges:" + repr(sorted((str(k), str(v)) for k, v in env.var_to_range.items())),
         "hints:" + repr(sorted((str(k), str(v)) for k, v in backed_hints(env).items())),
-        "replacements:" + repr(sorted((str(k), str(v)) for k, v in getattr(env, "replacements", {}).items())),
-        "equalities:" + repr([str(g.expr) for g in getattr(env, "guards", ()) if isinstance(getattr(g, "expr", None), sympy.Eq)]),
+        "replacements:" + repr(sorted((str(k), _text(v)) for k, v in getattr(env, "replacements", {}).items())),
+        "equalities:" + repr([_text(g.expr) for g in getattr(env, "guards", ()) if isinstance(getattr(g, "expr", None), sympy.Eq)]),
     ])
