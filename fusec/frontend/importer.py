@@ -294,7 +294,7 @@ class GraphImporter(GraphBuilder):
         self._placeholders: list[torch.fx.Node] = []
         self.constants: list[torch.Tensor] = []
         self.constants_stay: list[bool] = []
-        self._constant_nodes: list[torch.fx.Node] = []
+        self._constants_kept_off_device: set[SSAValue] = set()  # their graph arguments (_check_devices)
         self._laid_out_outputs: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
         self._copies: list[tuple[torch.fx.Node, object]] = []  # (input written, value): ``copy_`` nodes
 
@@ -390,9 +390,9 @@ class GraphImporter(GraphBuilder):
         """No native op reads a value that stays off the graph's device (a CPU torch call's result, a CPU constant
         kept there): its kernel would be handed a CPU pointer.  Such a graph runs with torch instead (a warning
         says so) -- a placement bug, not a crash at the first call."""
-        elsewhere: set[object] = {r for op in self.block.ops if isinstance(op, F.ExternOp)
-                                  and F.DEVICE_MARK in op.attributes for r in op.results}
-        elsewhere |= {self.values[n] for n, stay in zip(self._constant_nodes, self.constants_stay, strict=True) if stay}
+        elsewhere: set[SSAValue] = {r for op in self.block.ops if isinstance(op, F.ExternOp)
+                                    and F.DEVICE_MARK in op.attributes for r in op.results}
+        elsewhere |= self._constants_kept_off_device
         for op in self.block.ops:
             if not isinstance(op, F.ExternOp) and any(v in elsewhere for v in op.operands):
                 raise UnsupportedGraph(f"{op.name} would read a value that stays off {self.device} (a CPU torch call's "
@@ -405,14 +405,16 @@ class GraphImporter(GraphBuilder):
             raise UnsupportedGraph(f"FX node {node.name}: attribute {node.target} is a {type(obj).__name__}, not a tensor")
         # A constant tensor (a lifted torch.tensor([...])) becomes one more graph input.
         self.constants.append(obj)
-        self._constant_nodes.append(node)
         # A CPU constant read only by ops eager computes on the CPU stays there (they run as torch calls), unless
         # those ops are computed on the device (aten_ops.computed_on_device): then it is moved there once.
         users = [u.meta.get("val") for u in node.users]
-        self.constants_stay.append(obj.device.type != self.device.type and bool(users) and all(
-            isinstance(u, torch.Tensor) and u.device == obj.device for u in users)
-            and not computed_on_device(self, node))
-        self.values[node] = self.block.insert_arg(self.type_of(obj, layout=True), len(self.block.args))
+        stay = obj.device.type != self.device.type and bool(users) and all(
+            isinstance(u, torch.Tensor) and u.device == obj.device for u in users) and not computed_on_device(self, node)
+        self.constants_stay.append(stay)
+        arg = self.block.insert_arg(self.type_of(obj, layout=True), len(self.block.args))
+        self.values[node] = arg
+        if stay:
+            self._constants_kept_off_device.add(arg)
 
     def _call(self, node: torch.fx.Node) -> None:
         target = node.target

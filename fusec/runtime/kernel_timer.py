@@ -39,10 +39,10 @@ def time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.K
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():  # under torch.compile the pipeline runs in AOTAutograd's fake-tensor mode
-        return _time_schedules(kernel, graph, schedules, dict(size_hints), device)
+        return _time_schedules(graph, kernel, schedules, dict(size_hints), device)
 
 
-def _time_schedules(kernel: F.KernelOp, graph: F.GraphOp, schedules: Sequence[F.KernelSchedule],
+def _time_schedules(graph: F.GraphOp, kernel: F.KernelOp, schedules: Sequence[F.KernelSchedule],
                     hints: dict[str, int], device: str) -> list[float | str]:
     try:  # normal floats scaled as a matmul's operands are
         inputs = random_buffers([tensor_type_of(v) for v in kernel.operands], hints, device, scale=0.1)
